@@ -1,0 +1,78 @@
+"""gpufrag's data types: every bus message, profile, signal and action. No I/O, no clock."""
+
+from models.actions import Action, ActionKind, ActionMode, ActionOutcome
+from models.base import Frozen, UtcDatetime, from_json, to_json
+from models.events import (
+    CLUSTER_KEY,
+    SCHEMA_VERSION,
+    Envelope,
+    EventKind,
+    GpuSampleEvent,
+    NodeEvent,
+    Payload,
+    PayloadModel,
+    PodEvent,
+    SchedulingEvent,
+    key_of,
+)
+from models.gpu import KNOWN_GPU_MODELS, MILLI_PER_GPU, GpuModel, check_gpu_model
+from models.gpu_sample import GpuSample
+from models.node import Node, Taint
+from models.pod import GangRef, OwnerRef, Pod, PodPhase, QosClass, WorkloadKind
+from models.profiles import GpuState, NodeProfile, TaskProfile
+from models.resources import ResourceRequest
+from models.scheduler import SchedulerEvent
+from models.signals import (
+    FINGERPRINT_PATTERN,
+    Scope,
+    Severity,
+    Signal,
+    SignalKind,
+    fingerprint_of,
+)
+
+__all__ = [
+    "CLUSTER_KEY",
+    "FINGERPRINT_PATTERN",
+    "KNOWN_GPU_MODELS",
+    "MILLI_PER_GPU",
+    "SCHEMA_VERSION",
+    "Action",
+    "ActionKind",
+    "ActionMode",
+    "ActionOutcome",
+    "Envelope",
+    "EventKind",
+    "Frozen",
+    "GangRef",
+    "GpuModel",
+    "GpuSample",
+    "GpuSampleEvent",
+    "GpuState",
+    "Node",
+    "NodeEvent",
+    "NodeProfile",
+    "OwnerRef",
+    "Payload",
+    "PayloadModel",
+    "Pod",
+    "PodEvent",
+    "PodPhase",
+    "QosClass",
+    "ResourceRequest",
+    "SchedulerEvent",
+    "SchedulingEvent",
+    "Scope",
+    "Severity",
+    "Signal",
+    "SignalKind",
+    "Taint",
+    "TaskProfile",
+    "UtcDatetime",
+    "WorkloadKind",
+    "check_gpu_model",
+    "fingerprint_of",
+    "from_json",
+    "key_of",
+    "to_json",
+]

@@ -1,0 +1,1 @@
+"""Fragmentation analysis: the FGD measure, typical pods, and the detectors built on them."""

@@ -1,0 +1,205 @@
+"""Placement policies: given the nodes that pass the filters, pick one node and its GPUs.
+
+Each policy follows the FGD paper's simulator where the published numbers depend on a detail:
+integer node scores, ties broken by a fixed per-seed node order (``SimCluster.tie_rank``), and
+the GPU chosen inside a node for a shared pod (random: any card with room; best-fit: the tightest
+card, lowest index first; FGD: the lowest index among the best-scoring cards).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from streams.fragmentation.measure import NodeState, node_state
+from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
+from streams.placement.cluster import IntArray, SimCluster
+from streams.placement.spec import PodSpec
+
+MAX_NODE_SCORE = 100
+BEST_FIT_MAX_CPU_MILLI = 128_000  # normalising spec of the reference best-fit score
+BEST_FIT_MAX_GPU_MILLI = 8_000
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    node: int
+    gpu_ids: tuple[int, ...]
+
+
+class PlacementPolicy(Protocol):
+    """One extension point: choose among feasible nodes (``candidates`` is never empty)."""
+
+    name: str
+
+    def choose(
+        self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator
+    ) -> Choice: ...
+
+
+def exclusive_gpus(free: IntArray, count: int) -> tuple[int, ...]:
+    """Whole cards go to the lowest-indexed fully free GPUs, as the device plugin hands them out."""
+    ids = tuple(int(g) for g in np.flatnonzero(free == MILLI_PER_GPU)[:count])
+    if len(ids) != count:
+        raise ValueError(f"node has {len(ids)} free GPUs, {count} needed")
+    return ids
+
+
+def _break_tie(cluster: SimCluster, nodes: IntArray) -> int:
+    return int(nodes[int(np.argmin(cluster.tie_rank[nodes]))])
+
+
+class RandomPolicy:
+    name = "random"
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+
+    def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
+        node = int(candidates[int(rng.integers(len(candidates)))])
+        free = self.cluster.gpus_of(node)
+        shape = pod.shape
+        if shape.is_shared_gpu:
+            room = np.flatnonzero(free >= shape.gpu_milli)
+            return Choice(node, (int(room[int(rng.integers(len(room)))]),))
+        return Choice(node, exclusive_gpus(free, shape.gpu_count))
+
+
+class BestFitPolicy:
+    """Least leftover CPU and GPU (weighted equally) after placement wins."""
+
+    name = "best-fit"
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+
+    def scores(self, pod: PodSpec, candidates: IntArray) -> IntArray:
+        c = self.cluster
+        shape = pod.shape
+        cpu_left = (c.cpu_free[candidates] - shape.cpu_milli).astype(np.float64)
+        gpu_left = (c.gpu_free[candidates].sum(axis=1) - shape.total_gpu_milli).astype(np.float64)
+        leftover = cpu_left / BEST_FIT_MAX_CPU_MILLI * 0.5
+        leftover = leftover + gpu_left / BEST_FIT_MAX_GPU_MILLI * 0.5
+        raw = np.trunc((1.0 - leftover) * MAX_NODE_SCORE).astype(np.int64)
+        lo, hi = int(raw.min()), int(raw.max())
+        if hi == lo:
+            return np.zeros_like(raw)
+        return (raw - lo) * MAX_NODE_SCORE // (hi - lo)
+
+    def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
+        scores = self.scores(pod, candidates)
+        node = _break_tie(self.cluster, candidates[scores == scores.max()])
+        free = self.cluster.gpus_of(node)
+        shape = pod.shape
+        if shape.is_shared_gpu:
+            room = np.where(free >= shape.gpu_milli, free, MILLI_PER_GPU + 1)
+            return Choice(node, (int(np.argmin(room)),))
+        return Choice(node, exclusive_gpus(free, shape.gpu_count))
+
+
+def _sigmoid_score(frag_drop_milli: float) -> int:
+    return int(1.0 / (1.0 + math.exp(-frag_drop_milli / 1000.0)) * MAX_NODE_SCORE)
+
+
+class FgdPolicy:
+    """Fragmentation Gradient Descent: place where the node's fragment grows least.
+
+    Scores are kept per pod shape and only nodes changed since that shape was last scored are
+    rescored, so a placement costs about the number of nodes that changed, not the cluster size.
+    """
+
+    name = "fgd"
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self._scores: dict[PodShape, tuple[IntArray, int]] = {}
+
+    def state_score(self, state: NodeState, shape: PodShape) -> int:
+        """Best score of a node state for a shape; -1 when the shape cannot go there."""
+        model, cpu, gpus = state
+        if cpu < shape.cpu_milli or (shape.gpu_count > 0 and not shape.accepts_model(model)):
+            return -1
+        frag = self.cluster.measure.frag_milli
+        before = frag(state)
+        if shape.is_shared_gpu:
+            best = -1
+            for left in sorted({g for g in gpus if g >= shape.gpu_milli}):
+                after = list(gpus)
+                after[after.index(left)] = left - shape.gpu_milli
+                drop = before - frag(node_state(model, cpu - shape.cpu_milli, after))
+                best = max(best, _sigmoid_score(drop))
+            return best
+        after_gpus = list(gpus)
+        need = shape.gpu_count
+        for k in sorted(range(len(after_gpus)), key=lambda k: after_gpus[k]):
+            if need == 0:
+                break
+            if after_gpus[k] >= shape.gpu_milli:
+                after_gpus[k] -= shape.gpu_milli
+                need -= 1
+        if need:
+            return -1
+        after_state = node_state(model, cpu - shape.cpu_milli, after_gpus)
+        return _sigmoid_score(before - frag(after_state))
+
+    def node_scores(self, shape: PodShape) -> IntArray:
+        c = self.cluster
+        cached = self._scores.get(shape)
+        if cached is None:
+            scores = np.full(len(c), -1, dtype=np.int64)
+            dirty = np.arange(len(c))
+        else:
+            scores, seen = cached
+            dirty = np.flatnonzero(c.changed_at > seen)
+        if len(dirty):
+            sids, inverse = np.unique(c.state_id[dirty], return_inverse=True)
+            values = np.fromiter(
+                (self.state_score(c.states[s], shape) for s in sids.tolist()),
+                dtype=np.int64,
+                count=len(sids),
+            )
+            scores[dirty] = values[inverse]
+        self._scores[shape] = (scores, c.step)
+        return scores
+
+    def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
+        c = self.cluster
+        scores = self.node_scores(pod.shape)[candidates]
+        node = _break_tie(c, candidates[scores == scores.max()])
+        shape = pod.shape
+        free = c.gpus_of(node)
+        if not shape.is_shared_gpu:
+            return Choice(node, exclusive_gpus(free, shape.gpu_count))
+        model, cpu, _ = c.state_of(node)
+        before = c.measure.frag_milli(c.state_of(node))
+        best_gpu, best = -1, -1
+        for g, left in enumerate(free.tolist()):
+            if left < shape.gpu_milli:
+                continue
+            after = free.tolist()
+            after[g] = left - shape.gpu_milli
+            drop = before - c.measure.frag_milli(node_state(model, cpu - shape.cpu_milli, after))
+            score = _sigmoid_score(drop)
+            if score > best:
+                best_gpu, best = g, score
+        return Choice(node, (best_gpu,))
+
+
+POLICIES: dict[str, Callable[[SimCluster], PlacementPolicy]] = {
+    RandomPolicy.name: RandomPolicy,
+    BestFitPolicy.name: BestFitPolicy,
+    FgdPolicy.name: FgdPolicy,
+}
+
+
+def make_policy(name: str, cluster: SimCluster) -> PlacementPolicy:
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        known = ", ".join(sorted(POLICIES))
+        raise ValueError(f"unknown placement policy {name!r}; known: {known}") from None
+    return factory(cluster)
