@@ -34,7 +34,7 @@ class PodShape:
         return self.gpu_count == 1 and self.gpu_milli < MILLI_PER_GPU
 
     def accepts_model(self, model: str | None) -> bool:
-        """A pod naming no model runs anywhere; one naming models needs a GPU node of one of them."""
+        """A pod naming no model runs anywhere; one naming models needs one of them."""
         allowed = [m for m in self.gpu_models.split("|") if m]
         if not allowed:
             return True

@@ -125,12 +125,43 @@ def level_means(
 
 @dataclass(frozen=True, slots=True)
 class Curve:
-    """Per-level means over seeds, the shape of the published tables."""
+    """Per-level values (one seed, or the mean over seeds), the shape of the published tables."""
 
     levels: tuple[int, ...]
     alloc_pct: tuple[float, ...]
     frag_amount_pct: tuple[float, ...]
     frag_ratio_pct: tuple[float, ...]
+
+    @classmethod
+    def of_record(cls, rec: RunRecord, levels: Sequence[int] = LEVELS) -> Curve:
+        def per_level(values: FloatArray) -> tuple[float, ...]:
+            return tuple(float(v) for v in level_means(rec.arrived_pct, values, levels))
+
+        return cls(
+            levels=tuple(levels),
+            alloc_pct=per_level(rec.alloc_pct),
+            frag_amount_pct=per_level(rec.frag_amount_pct),
+            frag_ratio_pct=per_level(rec.frag_ratio_pct),
+        )
+
+    @classmethod
+    def mean(cls, curves: Sequence[Curve]) -> Curve:
+        if not curves:
+            raise ValueError("no curves to average")
+        levels = curves[0].levels
+        if any(c.levels != levels for c in curves):
+            raise ValueError("curves cover different levels")
+
+        def avg(values: list[tuple[float, ...]]) -> tuple[float, ...]:
+            with np.errstate(all="ignore"):
+                return tuple(float(v) for v in np.nanmean(np.array(values), axis=0))
+
+        return cls(
+            levels=levels,
+            alloc_pct=avg([c.alloc_pct for c in curves]),
+            frag_amount_pct=avg([c.frag_amount_pct for c in curves]),
+            frag_ratio_pct=avg([c.frag_ratio_pct for c in curves]),
+        )
 
 
 def run_experiment(
@@ -143,22 +174,14 @@ def run_experiment(
     ratio: float = DEFAULT_RATIO,
     levels: Sequence[int] = LEVELS,
 ) -> Curve:
+    """Mean over seeds of each seed's per-level means."""
     if not seeds:
         raise ValueError("at least one seed is needed")
-    per_seed = []
-    for seed in seeds:
-        rec = run_seed(nodes, pods, policy=policy, seed=seed, typical=typical, ratio=ratio)
-        per_seed.append(
-            [
-                level_means(rec.arrived_pct, rec.alloc_pct, levels),
-                level_means(rec.arrived_pct, rec.frag_amount_pct, levels),
-                level_means(rec.arrived_pct, rec.frag_ratio_pct, levels),
-            ]
-        )
-    mean = np.nanmean(np.array(per_seed), axis=0)
-    return Curve(
-        levels=tuple(levels),
-        alloc_pct=tuple(float(v) for v in mean[0]),
-        frag_amount_pct=tuple(float(v) for v in mean[1]),
-        frag_ratio_pct=tuple(float(v) for v in mean[2]),
+    return Curve.mean(
+        [
+            Curve.of_record(
+                run_seed(nodes, pods, policy=policy, seed=s, typical=typical, ratio=ratio), levels
+            )
+            for s in seeds
+        ]
     )

@@ -88,7 +88,8 @@ class BestFitPolicy:
         lo, hi = int(raw.min()), int(raw.max())
         if hi == lo:
             return np.zeros_like(raw)
-        return (raw - lo) * MAX_NODE_SCORE // (hi - lo)
+        normalised: IntArray = (raw - lo) * MAX_NODE_SCORE // (hi - lo)
+        return normalised
 
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         scores = self.scores(pod, candidates)

@@ -1,0 +1,93 @@
+"""Reader for the published per-seed result tables of the FGD paper's simulator.
+
+Used only to print published figures *beside* ours (``gpufrag experiment --published``); nothing
+in gpufrag computes from them. The directory holds one CSV per metric with the columns
+``workload,sc_policy,tune,seed,[total_gpus,]0,1,...,130``.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+# Which file holds which metric, by a fragment of its name.
+METRIC_FILES = {
+    "alloc_pct": "_allo_",
+    "frag_ratio_pct": "_frag_ratio_",
+    "frag_amount_pct": "_frag_discrete",
+}
+# The simulator's policy labels for gpufrag's policy names.
+POLICY_LABELS = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD"}
+
+
+class PublishedResultsError(ValueError):
+    """The published-results directory cannot answer the question asked of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedCurve:
+    levels: tuple[int, ...]
+    alloc_pct: tuple[float, ...]
+    frag_amount_pct: tuple[float, ...]
+    frag_ratio_pct: tuple[float, ...]
+    seeds: tuple[int, ...]
+
+
+def _metric_file(directory: Path, fragment: str) -> Path:
+    hits = sorted(p for p in directory.glob("*.csv") if fragment in p.name)
+    if len(hits) != 1:
+        raise PublishedResultsError(
+            f"{directory}: expected one CSV whose name contains {fragment!r}, found {len(hits)}"
+        )
+    return hits[0]
+
+
+def _mean_rows(
+    path: Path, workload: str, label: str, seeds: set[int]
+) -> tuple[list[float], list[int]]:
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        levels = [c for c in (reader.fieldnames or []) if c.isdigit()]
+        sums = [0.0] * len(levels)
+        used: list[int] = []
+        for row in reader:
+            if row["workload"] != workload or row["sc_policy"] != label:
+                continue
+            seed = int(row["seed"])
+            if seed not in seeds:
+                continue
+            used.append(seed)
+            for i, level in enumerate(levels):
+                sums[i] += float(row[level])
+    if not used:
+        raise PublishedResultsError(
+            f"{path.name}: no rows for workload {workload!r}, policy {label!r}, "
+            f"seeds {sorted(seeds)}"
+        )
+    return [s / len(used) for s in sums], sorted(used)
+
+
+def read_published(
+    directory: Path, *, workload: str, policy: str, seeds: set[int]
+) -> PublishedCurve:
+    """Means over the requested seeds of each published metric, per arrived-demand level."""
+    if not directory.is_dir():
+        raise PublishedResultsError(f"{directory}: not a directory")
+    label = POLICY_LABELS.get(policy)
+    if label is None:
+        raise PublishedResultsError(f"no published results for policy {policy!r}")
+    curves: dict[str, list[float]] = {}
+    used: list[int] = []
+    for metric, fragment in METRIC_FILES.items():
+        curves[metric], used = _mean_rows(
+            _metric_file(directory, fragment), workload, label, seeds
+        )
+    n = len(curves["alloc_pct"])
+    return PublishedCurve(
+        levels=tuple(range(n)),
+        alloc_pct=tuple(curves["alloc_pct"]),
+        frag_amount_pct=tuple(curves["frag_amount_pct"]),
+        frag_ratio_pct=tuple(curves["frag_ratio_pct"]),
+        seeds=tuple(used),
+    )

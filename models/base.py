@@ -1,0 +1,50 @@
+"""Shared base for every bus message: immutable, strict about unknown keys, UTC time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
+
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+__all__ = ["Frozen", "UtcDatetime", "from_json", "to_json"]
+
+
+class Frozen(BaseModel):
+    """Immutable so operators can share instances; `extra="forbid"` so a renamed field in a
+    producer fails loudly instead of being dropped; no NaN/inf because JSON cannot carry them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+def _require_aware(value: datetime) -> datetime:
+    # Event time drives every window; a naive time would be silently read in the local zone.
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(
+            "naive datetime not allowed: timestamps must be timezone-aware (UTC), "
+            "e.g. '2024-01-01T00:00:00Z'"
+        )
+    # One canonical zone keeps serialized bytes (and derived ids) identical across producers.
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_require_aware)]
+"""An aware datetime, normalised to UTC."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _dump(value: Any) -> bytes:
+    # Sorted keys make equal models give equal bytes whatever the dict insertion order.
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def to_json(model: BaseModel) -> bytes:
+    """Serialize for the bus; the bytes are canonical, so they can be hashed or deduplicated."""
+    return _dump(model.model_dump(mode="json"))
+
+
+def from_json(cls: type[M], data: bytes | str) -> M:
+    """Parse and validate bus bytes into `cls`; raises pydantic.ValidationError on bad input."""
+    return cls.model_validate(orjson.loads(data))

@@ -1,0 +1,42 @@
+"""One GPU's telemetry at one instant (dcgm-exporter scrape or NVML sampler)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, NonNegativeInt, model_validator
+
+from models.base import Frozen
+
+__all__ = ["GpuSample"]
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class GpuSample(Frozen):
+    """Every metric is optional: exporters differ in what they report, and a missing value must
+    stay unknown rather than read as zero (zero used memory would hide an OOM aggressor)."""
+
+    node: Annotated[str, Field(min_length=1)]
+    gpu_index: NonNegativeInt
+    uuid: str | None = None
+    model: str | None = None
+    """Raw product name as the exporter reports it (e.g. "NVIDIA H200"), hence unchecked."""
+    memory_total_mib: NonNegFloat | None = None
+    memory_used_mib: NonNegFloat | None = None
+    memory_reserved_mib: NonNegFloat | None = None
+    utilization_pct: Annotated[float, Field(ge=0, le=100)] | None = None
+    engine_active: Annotated[float, Field(ge=0, le=1)] | None = None
+    xid: NonNegativeInt | None = None
+    mig_profile: str | None = None
+    mig_instance: NonNegativeInt | None = None
+    pod: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+
+    @model_validator(mode="after")
+    def _used_within_total(self) -> GpuSample:
+        total, used = self.memory_total_mib, self.memory_used_mib
+        if total is not None and used is not None and used > total:
+            raise ValueError(f"memory_used_mib={used} exceeds memory_total_mib={total}")
+        return self

@@ -1,0 +1,51 @@
+"""A node's schedulable capacity, as allocatable (not capacity) reports it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeInt, model_validator
+
+from models.base import Frozen
+from models.gpu import GpuModel
+
+__all__ = ["Node", "Taint"]
+
+
+class Taint(Frozen):
+    """A taint rules a node out for pods without a toleration: one cause of unplaceability."""
+
+    key: Annotated[str, Field(min_length=1)]
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Node(Frozen):
+    """One node. `gpu_model` is the card type of the whole node: clusters are homogeneous per
+    node, and the FGD measure needs the model to know which pods could use the free share."""
+
+    name: Annotated[str, Field(min_length=1)]
+    cpu_milli: NonNegativeInt
+    memory_mib: NonNegativeInt
+    gpu_model: GpuModel | None = None
+    gpu_count: NonNegativeInt = 0
+    gpu_memory_mib: NonNegativeInt | None = None
+    """Memory per card."""
+    gpu_replicas: Annotated[int, Field(ge=1)] = 1
+    """Time-slicing replicas advertised per card (1 = no time-slicing)."""
+    mig_devices: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    pool: str | None = None
+
+    @model_validator(mode="after")
+    def _model_matches_count(self) -> Node:
+        if self.gpu_count > 0 and self.gpu_model is None:
+            raise ValueError(f"gpu_model is required when gpu_count={self.gpu_count} > 0")
+        # A MIG-only node may advertise no whole GPUs yet still has a card model.
+        if self.gpu_count == 0 and not self.mig_devices and self.gpu_model is not None:
+            raise ValueError(
+                f"gpu_model={self.gpu_model!r} given but the node has no GPUs (gpu_count=0)"
+            )
+        return self

@@ -1,0 +1,119 @@
+"""Joined state the profiles operator keeps per node and per task: what every analysis reads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, NonNegativeInt, field_validator, model_validator
+
+from models.base import Frozen, UtcDatetime
+from models.gpu import MILLI_PER_GPU, GpuModel
+from models.node import Taint
+from models.pod import GangRef, PodPhase, WorkloadKind
+from models.resources import ResourceRequest
+
+__all__ = ["GpuState", "NodeProfile", "TaskProfile"]
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class GpuState(Frozen):
+    """One card's free share and health; an unhealthy card's free share is not usable."""
+
+    index: NonNegativeInt
+    milli_free: Annotated[int, Field(ge=0, le=MILLI_PER_GPU)]
+    memory_total_mib: NonNegFloat | None = None
+    memory_used_mib: NonNegFloat | None = None
+    healthy: bool = True
+    last_xid: NonNegativeInt | None = None
+
+
+class NodeProfile(Frozen):
+    """A node joined with the pods bound to it: the input of fragmentation analysis."""
+
+    name: Annotated[str, Field(min_length=1)]
+    gpu_model: GpuModel | None = None
+    gpus: tuple[GpuState, ...] = ()
+    cpu_milli_allocatable: NonNegativeInt
+    cpu_milli_requested: NonNegativeInt = 0
+    memory_mib_allocatable: NonNegativeInt
+    memory_mib_requested: NonNegativeInt = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    pool: str | None = None
+    unschedulable: bool = False
+    pods: tuple[str, ...] = ()
+    """Keys ("namespace/name") of pods bound here, sorted so equal states compare equal."""
+    updated_at: UtcDatetime
+
+    @field_validator("pods")
+    @classmethod
+    def _sorted_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError("pods has duplicate keys")
+        return tuple(sorted(value))
+
+    @model_validator(mode="after")
+    def _gpus_consistent(self) -> NodeProfile:
+        indices = [g.index for g in self.gpus]
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"gpus has duplicate indices: {indices}")
+        if self.gpus and self.gpu_model is None:
+            raise ValueError("gpu_model is required when gpus is non-empty")
+        return self
+
+    @property
+    def cpu_milli_free(self) -> int:
+        """Never negative: requests can exceed allocatable after allocatable shrinks."""
+        return max(0, self.cpu_milli_allocatable - self.cpu_milli_requested)
+
+    @property
+    def memory_mib_free(self) -> int:
+        """Never negative, for the same reason as cpu_milli_free."""
+        return max(0, self.memory_mib_allocatable - self.memory_mib_requested)
+
+    @property
+    def gpu_milli_free_total(self) -> int:
+        """Free GPU share on healthy cards only: a broken card's share cannot be placed on."""
+        return sum(g.milli_free for g in self.gpus if g.healthy)
+
+    @property
+    def full_free_gpus(self) -> int:
+        """Healthy cards with nothing on them: what whole-card jobs need."""
+        return sum(1 for g in self.gpus if g.healthy and g.milli_free == MILLI_PER_GPU)
+
+
+class TaskProfile(Frozen):
+    """A pod's request joined with its history (binding, finish, memory peak, OOMs)."""
+
+    key: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
+    """Same as Pod.key: "namespace/name"."""
+    uid: str
+    requests: ResourceRequest
+    gpu_models: tuple[GpuModel, ...] = ()
+    priority: int = 0
+    queue: str | None = None
+    tenant: str | None = None
+    workload_kind: WorkloadKind = WorkloadKind.UNKNOWN
+    preemptible: bool = False
+    phase: PodPhase
+    node: str | None = None
+    gpu_indices: tuple[NonNegativeInt, ...] = ()
+    gang: GangRef | None = None
+    created_at: UtcDatetime
+    bound_at: UtcDatetime | None = None
+    finished_at: UtcDatetime | None = None
+    gpu_memory_peak_mib: NonNegFloat | None = None
+    oom_count: NonNegativeInt = 0
+
+    @property
+    def wait_s(self) -> float | None:
+        """Queueing delay in seconds; None while still unbound."""
+        if self.bound_at is None:
+            return None
+        return _seconds(self.bound_at, self.created_at)
+
+
+def _seconds(later: datetime, earlier: datetime) -> float:
+    return (later - earlier).total_seconds()

@@ -1,0 +1,57 @@
+"""What a pod asks for, in the units the schedulers and the FGD measure use."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, NonNegativeInt, model_validator
+
+from models.base import Frozen
+from models.gpu import MILLI_PER_GPU
+
+__all__ = ["ResourceRequest"]
+
+
+class ResourceRequest(Frozen):
+    """GPU demand is `gpu_count` cards at `gpu_milli` each: whole cards use 1000, a shared
+    request is one card with less. Keeping both numbers (not just a total) is what lets the
+    fragmentation measure tell a 0.5-card notebook from half of a 1-card job."""
+
+    cpu_milli: NonNegativeInt
+    memory_mib: NonNegativeInt
+    gpu_count: NonNegativeInt = 0
+    gpu_milli: Annotated[int, Field(ge=0, le=MILLI_PER_GPU)] = 0
+    mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    """MIG profile (e.g. "1g.10gb") -> count; independent of gpu_count."""
+    gpu_memory_mib: NonNegativeInt | None = None
+    """HAMi `nvidia.com/gpumem`: memory cap per card."""
+    gpu_cores_pct: Annotated[int, Field(ge=0, le=100)] | None = None
+    """HAMi `nvidia.com/gpucores`: compute share per card."""
+
+    @model_validator(mode="after")
+    def _consistent_gpu_share(self) -> ResourceRequest:
+        if (self.gpu_milli == 0) != (self.gpu_count == 0):
+            raise ValueError(
+                f"gpu_milli={self.gpu_milli} inconsistent with gpu_count={self.gpu_count}: "
+                "gpu_milli must be 0 exactly when gpu_count is 0"
+            )
+        if 0 < self.gpu_milli < MILLI_PER_GPU and self.gpu_count != 1:
+            raise ValueError(
+                f"gpu_milli={self.gpu_milli} (a shared card) requires gpu_count=1, "
+                f"got gpu_count={self.gpu_count}"
+            )
+        if self.gpu_count == 0 and (
+            self.gpu_memory_mib is not None or self.gpu_cores_pct is not None
+        ):
+            raise ValueError("gpu_memory_mib/gpu_cores_pct limit a card, so need gpu_count > 0")
+        return self
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """GPU demand in milli-cards, the unit of 'arrived' load in the FGD protocol."""
+        return self.gpu_count * self.gpu_milli
+
+    @property
+    def is_shared_gpu(self) -> bool:
+        """True for a fraction of one card: such pods are what strand partial GPUs."""
+        return 0 < self.gpu_milli < MILLI_PER_GPU

@@ -1,0 +1,3 @@
+from streams.app.cli import main
+
+main()

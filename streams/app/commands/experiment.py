@@ -1,0 +1,161 @@
+"""`gpufrag experiment`: the FGD paper's protocol for one policy over several seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
+from connectors.trace.published import PublishedCurve, read_published
+from streams.app.errors import user_errors
+from streams.app.workload import load_nodes, load_pods, pod_shape, specs
+from streams.fragmentation.shapes import TypicalPods
+from streams.placement.experiment import DEFAULT_RATIO, LEVELS, Curve, run_experiment
+from streams.placement.policies import POLICIES
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'42-51', '42,43,50' or '42'."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else ("", "")
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not a seed list like 42-51 or 42,43", param_hint="--seeds"
+        ) from None
+    if not seeds:
+        raise typer.BadParameter("no seeds given", param_hint="--seeds")
+    return seeds
+
+
+def _clean(values: Sequence[float]) -> list[float | None]:
+    return [None if math.isnan(v) else round(v, 4) for v in values]
+
+
+def _render(curve: Curve, published: PublishedCurve | None, every: int) -> None:
+    table = Table(title="FGD protocol: means over seeds by arrived GPU demand")
+    table.add_column("arrived %", justify="right")
+    for label in ("alloc %", "frag amount %", "frag ratio %"):
+        table.add_column(label, justify="right")
+        if published is not None:
+            table.add_column("published", justify="right")
+            table.add_column("diff", justify="right")
+    for i, level in enumerate(curve.levels):
+        if level % every and level != curve.levels[-1]:
+            continue
+        row = [str(level)]
+        for ours, theirs in (
+            (curve.alloc_pct, published.alloc_pct if published else None),
+            (curve.frag_amount_pct, published.frag_amount_pct if published else None),
+            (curve.frag_ratio_pct, published.frag_ratio_pct if published else None),
+        ):
+            row.append(f"{ours[i]:.2f}")
+            if theirs is not None:
+                row += [f"{theirs[i]:.2f}", f"{ours[i] - theirs[i]:+.2f}"]
+        table.add_row(*row)
+    Console(width=max(Console().width, 120)).print(table)
+
+
+def experiment(
+    policy: Annotated[
+        str, typer.Option("--policy", help=f"Placement policy: {', '.join(sorted(POLICIES))}.")
+    ],
+    pods: Annotated[
+        Path | None,
+        typer.Option(
+            "--pods", help="Pod list CSV (Alibaba v2023 layout); default: the bundled default list."
+        ),
+    ] = None,
+    nodes: Annotated[
+        Path | None,
+        typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
+    ] = None,
+    seeds: Annotated[
+        str, typer.Option("--seeds", help="Seeds, as a range 42-51 or a list 42,43.")
+    ] = "42-51",
+    ratio: Annotated[
+        float, typer.Option(help="Pad the workload to this multiple of cluster GPU capacity.")
+    ] = DEFAULT_RATIO,
+    published: Annotated[
+        Path | None,
+        typer.Option(
+            "--published",
+            help="Directory of the simulator's published result CSVs, printed beside ours.",
+        ),
+    ] = None,
+    every: Annotated[
+        int, typer.Option(min=1, help="Print every Nth level in the table (JSON has all).")
+    ] = 5,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run the paper's protocol: shuffle, pad to 1.3x capacity, arrivals only, no departures.
+
+    For each arrived-demand level 0..130 % prints the mean over seeds of GPU allocation,
+    fragmentation amount (% of cluster GPUs) and ratio (% of idle GPU).
+    """
+    if policy not in POLICIES:
+        raise typer.BadParameter(
+            f"unknown policy {policy!r}; known: {', '.join(sorted(POLICIES))}",
+            param_hint="--policy",
+        )
+    seed_list = parse_seeds(seeds)
+    with user_errors():
+        node_specs = load_nodes(nodes or bundled_nodes_path())
+        pods_path = pods or bundled_pods_path()
+        trace_pods = load_pods(pods_path)
+        typical = TypicalPods.from_shapes(pod_shape(p) for p in trace_pods)
+        pod_specs = specs(trace_pods)
+        theirs = None
+        if published is not None:
+            theirs = read_published(
+                published, workload=pods_path.stem, policy=policy, seeds=set(seed_list)
+            )
+        runs: list[Curve] = []
+        with Progress(console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task(f"{policy}: seeds", total=len(seed_list))
+            for seed in seed_list:
+                runs.append(
+                    run_experiment(
+                        node_specs, pod_specs, policy=policy, seeds=[seed], typical=typical,
+                        ratio=ratio,
+                    )
+                )
+                progress.advance(task)
+    curve = Curve.mean(runs)
+    if as_json:
+        out: dict[str, object] = {
+            "policy": policy,
+            "workload": pods_path.stem,
+            "seeds": seed_list,
+            "arrived_pct": list(LEVELS),
+            "alloc_pct": _clean(curve.alloc_pct),
+            "frag_amount_pct": _clean(curve.frag_amount_pct),
+            "frag_ratio_pct": _clean(curve.frag_ratio_pct),
+        }
+        if theirs is not None:
+            out["published"] = {
+                "seeds": list(theirs.seeds),
+                "alloc_pct": _clean(theirs.alloc_pct),
+                "frag_amount_pct": _clean(theirs.frag_amount_pct),
+                "frag_ratio_pct": _clean(theirs.frag_ratio_pct),
+            }
+        typer.echo(json.dumps(out))
+        return
+    _render(curve, theirs, every)

@@ -1,0 +1,79 @@
+"""`gpufrag frag`: how fragmented an empty cluster is for a workload, before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
+from streams.app.errors import user_errors
+from streams.app.workload import load_nodes, load_pods, pod_shape
+from streams.fragmentation.measure import FragMeasure
+from streams.fragmentation.shapes import DEFAULT_COVERAGE, TypicalPods
+from streams.placement.cluster import SimCluster
+
+
+def frag(
+    pods: Annotated[
+        Path | None,
+        typer.Option(
+            "--pods", help="Pod list CSV (Alibaba v2023 layout); default: the bundled default list."
+        ),
+    ] = None,
+    nodes: Annotated[
+        Path | None,
+        typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
+    ] = None,
+    coverage: Annotated[
+        float,
+        typer.Option(help="Share of pods the typical shapes must cover (0-1]."),
+    ] = DEFAULT_COVERAGE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Fragmentation of the empty cluster for the workload in the pod list.
+
+    Amount is the idle GPU the typical pods cannot use, in % of the cluster's GPUs; ratio is the
+    same in % of idle GPU (equal on an empty cluster).
+    """
+    with user_errors():
+        if not 0.0 < coverage <= 1.0:
+            raise typer.BadParameter("must be in (0, 1]", param_hint="--coverage")
+        node_specs = load_nodes(nodes or bundled_nodes_path())
+        typical = TypicalPods.from_shapes(
+            (pod_shape(p) for p in load_pods(pods or bundled_pods_path())), coverage=coverage
+        )
+        cluster = SimCluster(node_specs, measure=FragMeasure(typical))
+        amount = cluster.frag_milli / cluster.capacity_milli * 100.0
+        ratio = cluster.frag_milli / cluster.idle_milli * 100.0 if cluster.idle_milli else 0.0
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "frag_amount_pct": amount,
+                    "frag_ratio_pct": ratio,
+                    "typical_pods": len(typical),
+                    "nodes": len(cluster),
+                    "gpus": cluster.capacity_milli // 1000,
+                }
+            )
+        )
+        return
+    table = Table(title="Empty-cluster fragmentation (FGD measure)")
+    table.add_column("nodes", justify="right")
+    table.add_column("GPUs", justify="right")
+    table.add_column("typical pod shapes", justify="right")
+    table.add_column("frag amount (% GPUs)", justify="right")
+    table.add_column("frag ratio (% idle)", justify="right")
+    table.add_row(
+        str(len(cluster)),
+        str(cluster.capacity_milli // 1000),
+        str(len(typical)),
+        f"{amount:.2f}",
+        f"{ratio:.2f}",
+    )
+    Console().print(table)

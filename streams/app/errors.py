@@ -1,0 +1,31 @@
+"""One clear line and a non-zero exit for what a user can fix; tracebacks only for our bugs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from connectors.trace.alibaba_csv import TraceFormatError
+from connectors.trace.published import PublishedResultsError
+
+EXIT_USAGE = 2
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    try:
+        yield
+    except (TraceFormatError, PublishedResultsError) as exc:
+        typer.echo(f"gpufrag: error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    except FileNotFoundError as exc:
+        typer.echo(f"gpufrag: error: file not found: {exc.filename}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    except IsADirectoryError as exc:
+        typer.echo(f"gpufrag: error: is a directory, not a file: {exc.filename}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    except PermissionError as exc:
+        typer.echo(f"gpufrag: error: permission denied: {exc.filename}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
