@@ -17,7 +17,7 @@ from models.events import (
 )
 from models.gpu import KNOWN_GPU_MODELS, MILLI_PER_GPU, GpuModel, check_gpu_model
 from models.gpu_sample import GpuSample
-from models.node import Node, Taint
+from models.node import Node, Taint, Toleration
 from models.pod import GangRef, OwnerRef, Pod, PodPhase, QosClass, WorkloadKind
 from models.profiles import GpuState, NodeProfile, TaskProfile
 from models.resources import ResourceRequest
@@ -67,6 +67,7 @@ __all__ = [
     "Signal",
     "SignalKind",
     "Taint",
+    "Toleration",
     "TaskProfile",
     "UtcDatetime",
     "WorkloadKind",

@@ -9,7 +9,7 @@ from pydantic import Field, NonNegativeInt, model_validator
 from models.base import Frozen
 from models.gpu import GpuModel
 
-__all__ = ["Node", "Taint"]
+__all__ = ["Node", "Taint", "Toleration"]
 
 
 class Taint(Frozen):
@@ -18,6 +18,26 @@ class Taint(Frozen):
     key: Annotated[str, Field(min_length=1)]
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class Toleration(Frozen):
+    """Lets a pod onto a tainted node; without tolerations, a GPU node's taint reads as a block."""
+
+    key: str | None = None
+    """None with operator Exists tolerates every taint."""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """None tolerates every effect."""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key is None:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or (self.value or "") == (taint.value or "")
 
 
 class Node(Frozen):

@@ -9,6 +9,7 @@ from pydantic import Field, NonNegativeInt, model_validator
 
 from models.base import Frozen, UtcDatetime
 from models.gpu import GpuModel
+from models.node import Toleration
 from models.resources import ResourceRequest
 
 __all__ = ["GangRef", "OwnerRef", "Pod", "PodPhase", "QosClass", "WorkloadKind"]
@@ -78,6 +79,7 @@ class Pod(Frozen):
     owner: OwnerRef | None = None
     qos: QosClass | None = None
     gang: GangRef | None = None
+    tolerations: tuple[Toleration, ...] = ()
     workload_kind: WorkloadKind = WorkloadKind.UNKNOWN
     preemptible: bool = False
     created_at: UtcDatetime

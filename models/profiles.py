@@ -9,7 +9,7 @@ from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
 from models.base import Frozen, UtcDatetime
 from models.gpu import MILLI_PER_GPU, GpuModel
-from models.node import Taint
+from models.node import Taint, Toleration
 from models.pod import GangRef, PodPhase, WorkloadKind
 from models.resources import ResourceRequest
 
@@ -101,6 +101,7 @@ class TaskProfile(Frozen):
     node: str | None = None
     gpu_indices: tuple[NonNegativeInt, ...] = ()
     gang: GangRef | None = None
+    tolerations: tuple[Toleration, ...] = ()
     created_at: UtcDatetime
     bound_at: UtcDatetime | None = None
     finished_at: UtcDatetime | None = None

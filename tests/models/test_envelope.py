@@ -64,7 +64,7 @@ def test_wrap_derives_key_and_id() -> None:
     assert len(env.id) == 40
     # Pinned: the id must not depend on the process (no hash(), no randomness), or
     # redelivered messages would stop deduplicating after a restart.
-    assert env.id == "934c2cf12a5a93fc8942820326c9af3a172215ce"
+    assert env.id == "7431dfae3c03c79e887a2de06171b09c96513fe8"
 
 
 def test_id_differs_when_anything_differs() -> None:
