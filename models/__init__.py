@@ -22,6 +22,7 @@ from models.pod import GangRef, OwnerRef, Pod, PodPhase, QosClass, WorkloadKind
 from models.profiles import GpuState, NodeProfile, TaskProfile
 from models.resources import ResourceRequest
 from models.scheduler import SchedulerEvent
+from models.settings import AnalysisSettings, GpufragSettings, TraceSettings
 from models.signals import (
     FINGERPRINT_PATTERN,
     Scope,
@@ -32,6 +33,9 @@ from models.signals import (
 )
 
 __all__ = [
+    "AnalysisSettings",
+    "GpufragSettings",
+    "TraceSettings",
     "CLUSTER_KEY",
     "FINGERPRINT_PATTERN",
     "KNOWN_GPU_MODELS",

@@ -80,9 +80,7 @@ def read_published(
     curves: dict[str, list[float]] = {}
     used: list[int] = []
     for metric, fragment in METRIC_FILES.items():
-        curves[metric], used = _mean_rows(
-            _metric_file(directory, fragment), workload, label, seeds
-        )
+        curves[metric], used = _mean_rows(_metric_file(directory, fragment), workload, label, seeds)
     n = len(curves["alloc_pct"])
     return PublishedCurve(
         levels=tuple(range(n)),

@@ -106,9 +106,7 @@ class SimCluster:
 
     def recompute_frag_milli(self) -> float:
         """The cluster fragment summed afresh, to check the running total against."""
-        return float(
-            sum(self.measure.frag_milli(self.state_of(i)) for i in range(len(self.names)))
-        )
+        return float(sum(self.measure.frag_milli(self.state_of(i)) for i in range(len(self.names))))
 
     # --- changing --------------------------------------------------------------------------
 

@@ -36,9 +36,7 @@ class PlacementPolicy(Protocol):
 
     name: str
 
-    def choose(
-        self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator
-    ) -> Choice: ...
+    def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice: ...
 
 
 def exclusive_gpus(free: IntArray, count: int) -> tuple[int, ...]:

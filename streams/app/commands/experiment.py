@@ -133,7 +133,11 @@ def experiment(
             for seed in seed_list:
                 runs.append(
                     run_experiment(
-                        node_specs, pod_specs, policy=policy, seeds=[seed], typical=typical,
+                        node_specs,
+                        pod_specs,
+                        policy=policy,
+                        seeds=[seed],
+                        typical=typical,
                         ratio=ratio,
                     )
                 )

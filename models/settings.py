@@ -1,0 +1,51 @@
+"""The one settings model: every option gpufrag has, documented once, here.
+
+Read from the environment (``GPUFRAG_ANALYSIS__COVERAGE=0.9``) or a file; frozen so no part of
+the pipeline can change what another part was told.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["AnalysisSettings", "GpufragSettings", "TraceSettings"]
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AnalysisSettings(_Group):
+    coverage: Annotated[float, Field(gt=0, le=1)] = 0.95
+    """Share of observed pods the typical pod shapes must cover (the FGD paper uses 0.95)."""
+    typical_refresh_s: Annotated[float, Field(ge=0)] = 600.0
+    """Event-time seconds between rebuilds of the typical pods from the observed workload;
+    each rebuild rescans every node, so it is rate-limited rather than done per pod."""
+    evaluate_every_s: Annotated[float, Field(ge=0)] = 30.0
+    """Event-time seconds between evaluations of pending pods against all nodes."""
+    frag_ratio_open_pct: Annotated[float, Field(ge=0, le=100)] = 40.0
+    """Cluster fragmentation signal opens when this % of idle GPU is fragment..."""
+    frag_ratio_resolve_pct: Annotated[float, Field(ge=0, le=100)] = 30.0
+    """...and resolves below this %, so a value hovering at the threshold does not flap."""
+    min_idle_gpus: Annotated[float, Field(ge=0)] = 1.0
+    """No cluster fragmentation signal while fewer whole GPUs than this are idle."""
+    near_miss_nodes: Annotated[int, Field(ge=0, le=50)] = 3
+    """How many closest nodes a pending-pod explanation names."""
+
+
+class TraceSettings(_Group):
+    start: datetime = datetime(2023, 7, 1, tzinfo=UTC)
+    """Wall-clock instant that trace second 0 maps to (the trace only has relative seconds)."""
+
+
+class GpufragSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    analysis: AnalysisSettings = AnalysisSettings()
+    trace: TraceSettings = TraceSettings()

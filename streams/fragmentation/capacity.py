@@ -1,0 +1,190 @@
+"""The cluster's free capacity as arrays, fed by node-profile changes (a low-rate stream).
+
+Slots are reused when nodes leave, so the arrays stay as large as the cluster. Each node's FGD
+fragment is updated on its own change (a memo lookup); the cluster totals are running sums.
+Unhealthy cards count as neither idle nor usable: nothing new should land on them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from models import NodeProfile, Taint, Toleration
+from streams.fragmentation.measure import FragMeasure, node_state
+from streams.fragmentation.shapes import MILLI_PER_GPU
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> list[Taint]:
+    return [
+        t
+        for t in taints
+        if t.effect in BLOCKING_EFFECTS and not any(tol.tolerates(t) for tol in tolerations)
+    ]
+
+
+class CapacityIndex:
+    def __init__(self, measure: FragMeasure) -> None:
+        self.measure = measure
+        self.slot: dict[str, int] = {}
+        self.names: list[str | None] = []
+        self._free_slots: list[int] = []
+        self._used = 0  # rows ever handed out; rows beyond it are spare capacity
+        self.width = 1
+        self.active: BoolArray = np.zeros(0, dtype=bool)
+        self.cpu_free: IntArray = np.zeros(0, dtype=np.int64)
+        self.mem_free: IntArray = np.zeros(0, dtype=np.int64)
+        self.cpu_alloc: IntArray = np.zeros(0, dtype=np.int64)
+        self.mem_alloc: IntArray = np.zeros(0, dtype=np.int64)
+        self.gpu_free: IntArray = np.zeros((0, 1), dtype=np.int64)
+        self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)
+        self.unschedulable: BoolArray = np.zeros(0, dtype=bool)
+        self.models: list[str | None] = []
+        self.taints: dict[int, tuple[Taint, ...]] = {}
+        self.pools: list[str | None] = []
+        self.node_frag: FloatArray = np.zeros(0, dtype=np.float64)
+        self.node_idle: IntArray = np.zeros(0, dtype=np.int64)
+        self.frag_milli = 0.0
+        self.idle_milli = 0
+        self.capacity_milli = 0
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    # --- maintenance ---------------------------------------------------------------------
+
+    def _grow(self, rows: int, width: int) -> None:
+        n = len(self.names)
+        if rows <= n and width <= self.width:
+            return
+        new_n = max(rows, n)
+        new_w = max(width, self.width)
+
+        def grow1(a: npt.NDArray[np.generic], fill: object) -> npt.NDArray[np.generic]:
+            out = np.full(new_n, fill, dtype=a.dtype)
+            out[:n] = a
+            return out
+
+        self.active = grow1(self.active, False)  # type: ignore[assignment]
+        self.cpu_free = grow1(self.cpu_free, 0)  # type: ignore[assignment]
+        self.mem_free = grow1(self.mem_free, 0)  # type: ignore[assignment]
+        self.cpu_alloc = grow1(self.cpu_alloc, 0)  # type: ignore[assignment]
+        self.mem_alloc = grow1(self.mem_alloc, 0)  # type: ignore[assignment]
+        self.gpu_count = grow1(self.gpu_count, 0)  # type: ignore[assignment]
+        self.unschedulable = grow1(self.unschedulable, False)  # type: ignore[assignment]
+        self.node_frag = grow1(self.node_frag, 0.0)  # type: ignore[assignment]
+        self.node_idle = grow1(self.node_idle, 0)  # type: ignore[assignment]
+        gpu = np.zeros((new_n, new_w), dtype=np.int64)
+        gpu[:n, : self.width] = self.gpu_free
+        self.gpu_free = gpu
+        self.width = new_w
+        self.names.extend([None] * (new_n - n))
+        self.models.extend([None] * (new_n - n))
+        self.pools.extend([None] * (new_n - n))
+
+    def upsert(self, profile: NodeProfile) -> None:
+        i = self.slot.get(profile.name)
+        if i is None:
+            if self._free_slots:
+                i = self._free_slots.pop()
+            else:
+                i = self._used
+                self._used += 1
+            rows = len(self.names)
+            self._grow(rows if i < rows else rows * 3 // 2 + 8, max(1, len(profile.gpus)))
+            self.slot[profile.name] = i
+            self.names[i] = profile.name
+        else:
+            self._grow(len(self.names), max(1, len(profile.gpus)))
+            self._forget_totals(i)
+        self.active[i] = True
+        self.cpu_free[i] = profile.cpu_milli_free
+        self.mem_free[i] = profile.memory_mib_free
+        self.cpu_alloc[i] = profile.cpu_milli_allocatable
+        self.mem_alloc[i] = profile.memory_mib_allocatable
+        self.gpu_count[i] = len(profile.gpus)
+        self.gpu_free[i, :] = 0
+        for g in profile.gpus:
+            self.gpu_free[i, g.index] = g.milli_free if g.healthy else 0
+        self.unschedulable[i] = profile.unschedulable
+        self.models[i] = profile.gpu_model
+        self.pools[i] = profile.pool
+        if profile.taints:
+            self.taints[i] = profile.taints
+        else:
+            self.taints.pop(i, None)
+        self._count_totals(i)
+
+    def remove(self, name: str) -> None:
+        i = self.slot.pop(name, None)
+        if i is None:
+            return
+        self._forget_totals(i)
+        self.active[i] = False
+        self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0
+        self.gpu_free[i, :] = 0
+        self.gpu_count[i] = 0
+        self.unschedulable[i] = False
+        self.taints.pop(i, None)
+        self.names[i] = self.models[i] = self.pools[i] = None
+        self._free_slots.append(i)
+
+    def set_measure(self, measure: FragMeasure) -> None:
+        """New typical pods: every node's fragment is recomputed (rate-limited by the caller)."""
+        self.measure = measure
+        self.frag_milli = 0.0
+        for i in self.slot.values():
+            f = measure.frag_milli(self.state(i))
+            self.node_frag[i] = f
+            self.frag_milli += f
+
+    def state(self, i: int) -> tuple[str | None, int, tuple[int, ...]]:
+        return node_state(
+            self.models[i],
+            int(self.cpu_free[i]),
+            self.gpu_free[i, : int(self.gpu_count[i])].tolist(),
+        )
+
+    def _count_totals(self, i: int) -> None:
+        f = self.measure.frag_milli(self.state(i))
+        idle = int(self.gpu_free[i].sum())
+        self.node_frag[i] = f
+        self.node_idle[i] = idle
+        self.frag_milli += f
+        self.idle_milli += idle
+        self.capacity_milli += int(self.gpu_count[i]) * MILLI_PER_GPU
+
+    def _forget_totals(self, i: int) -> None:
+        self.frag_milli -= float(self.node_frag[i])
+        self.idle_milli -= int(self.node_idle[i])
+        self.capacity_milli -= int(self.gpu_count[i]) * MILLI_PER_GPU
+        self.node_frag[i] = 0.0
+        self.node_idle[i] = 0
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def taint_blocked(self, tolerations: tuple[Toleration, ...]) -> BoolArray:
+        blocked = np.zeros(len(self.names), dtype=bool)
+        for i, taints in self.taints.items():
+            if untolerated(taints, tolerations):
+                blocked[i] = True
+        return blocked
+
+    def model_ok(self, gpu_models: tuple[str, ...]) -> BoolArray:
+        if not gpu_models:
+            return np.ones(len(self.names), dtype=bool)
+        allowed = set(gpu_models)
+        return np.array([m in allowed for m in self.models], dtype=bool)
+
+    @property
+    def frag_amount_pct(self) -> float:
+        return self.frag_milli / self.capacity_milli * 100.0 if self.capacity_milli else 0.0
+
+    @property
+    def frag_ratio_pct(self) -> float:
+        return self.frag_milli / self.idle_milli * 100.0 if self.idle_milli else 0.0
