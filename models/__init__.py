@@ -33,9 +33,6 @@ from models.signals import (
 )
 
 __all__ = [
-    "AnalysisSettings",
-    "GpufragSettings",
-    "TraceSettings",
     "CLUSTER_KEY",
     "FINGERPRINT_PATTERN",
     "KNOWN_GPU_MODELS",
@@ -45,6 +42,7 @@ __all__ = [
     "ActionKind",
     "ActionMode",
     "ActionOutcome",
+    "AnalysisSettings",
     "Envelope",
     "EventKind",
     "Frozen",
@@ -53,6 +51,7 @@ __all__ = [
     "GpuSample",
     "GpuSampleEvent",
     "GpuState",
+    "GpufragSettings",
     "Node",
     "NodeEvent",
     "NodeProfile",
@@ -71,8 +70,9 @@ __all__ = [
     "Signal",
     "SignalKind",
     "Taint",
-    "Toleration",
     "TaskProfile",
+    "Toleration",
+    "TraceSettings",
     "UtcDatetime",
     "WorkloadKind",
     "check_gpu_model",
