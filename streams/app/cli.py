@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from streams.app.commands.bench import bench
 from streams.app.commands.experiment import experiment
 from streams.app.commands.frag import frag
 
@@ -16,6 +17,7 @@ app = typer.Typer(
 )
 app.command()(frag)
 app.command()(experiment)
+app.command()(bench)
 
 
 def main() -> None:

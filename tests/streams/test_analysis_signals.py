@@ -9,6 +9,7 @@ import pytest
 from models import AnalysisSettings, GangRef, PodPhase, Signal, fingerprint_of
 from models.signals import Scope, SignalKind
 from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.fragmentation.measure import FragMeasure, NodeState
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
 from tests.streams.profiles_helpers import at, node, task
@@ -171,3 +172,31 @@ def test_cluster_fragmentation_hysteresis(ratios: list[int], states: list[str | 
         out += a.advance(at(step))
         got = [s.state for s in out if s.kind is SignalKind.FRAGMENTATION]
         assert got == ([] if states[step] is None else [states[step]]), (step, ratio)
+
+
+class CountingMeasure(FragMeasure):
+    def __init__(self, typical: TypicalPods) -> None:
+        super().__init__(typical)
+        self.calls = 0
+
+    def frag_milli(self, state: NodeState) -> float:
+        self.calls += 1
+        return super().frag_milli(state)
+
+
+@pytest.mark.parametrize("cluster_size", [10, 1000])
+def test_a_node_change_costs_one_measure_lookup_whatever_the_cluster_size(
+    cluster_size: int,
+) -> None:
+    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    measure = CountingMeasure(TYPICAL)
+    a.index.set_measure(measure)
+    for i in range(cluster_size):
+        a.apply(NodeProfileUpdate(f"n{i}", node(f"n{i}", gpus=(1000, 1000)), at(0)))
+    before = measure.calls
+    a.apply(NodeProfileUpdate("n3", node("n3", gpus=(500, 1000)), at(1)))
+    a.advance(at(1))
+    assert measure.calls - before == 1
+    assert a.index.frag_milli == pytest.approx(
+        sum(measure.frag_milli(a.index.state(i)) for i in a.index.slot.values())
+    )
