@@ -7,6 +7,8 @@ Unhealthy cards count as neither idle nor usable: nothing new should land on the
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import numpy.typing as npt
 
@@ -18,6 +20,13 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+G = TypeVar("G", bound=np.generic)
+
+
+def _extend(a: npt.NDArray[G], n: int, fill: object) -> npt.NDArray[G]:
+    out = np.full(n, fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
 
 
 def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> list[Taint]:
@@ -65,20 +74,15 @@ class CapacityIndex:
         new_n = max(rows, n)
         new_w = max(width, self.width)
 
-        def grow1(a: npt.NDArray[np.generic], fill: object) -> npt.NDArray[np.generic]:
-            out = np.full(new_n, fill, dtype=a.dtype)
-            out[:n] = a
-            return out
-
-        self.active = grow1(self.active, False)  # type: ignore[assignment]
-        self.cpu_free = grow1(self.cpu_free, 0)  # type: ignore[assignment]
-        self.mem_free = grow1(self.mem_free, 0)  # type: ignore[assignment]
-        self.cpu_alloc = grow1(self.cpu_alloc, 0)  # type: ignore[assignment]
-        self.mem_alloc = grow1(self.mem_alloc, 0)  # type: ignore[assignment]
-        self.gpu_count = grow1(self.gpu_count, 0)  # type: ignore[assignment]
-        self.unschedulable = grow1(self.unschedulable, False)  # type: ignore[assignment]
-        self.node_frag = grow1(self.node_frag, 0.0)  # type: ignore[assignment]
-        self.node_idle = grow1(self.node_idle, 0)  # type: ignore[assignment]
+        self.active = _extend(self.active, new_n, False)
+        self.cpu_free = _extend(self.cpu_free, new_n, 0)
+        self.mem_free = _extend(self.mem_free, new_n, 0)
+        self.cpu_alloc = _extend(self.cpu_alloc, new_n, 0)
+        self.mem_alloc = _extend(self.mem_alloc, new_n, 0)
+        self.gpu_count = _extend(self.gpu_count, new_n, 0)
+        self.unschedulable = _extend(self.unschedulable, new_n, False)
+        self.node_frag = _extend(self.node_frag, new_n, 0.0)
+        self.node_idle = _extend(self.node_idle, new_n, 0)
         gpu = np.zeros((new_n, new_w), dtype=np.int64)
         gpu[:n, : self.width] = self.gpu_free
         self.gpu_free = gpu

@@ -19,6 +19,7 @@ from rich.table import Table
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import GpuState, NodeProfile
 from streams.app.errors import user_errors
+from streams.app.options import JsonOption
 from streams.app.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.analysis import FragmentationAnalysis
 from streams.fragmentation.shapes import TypicalPods
@@ -69,7 +70,7 @@ def _per_change_us(
 def bench(
     scale: Annotated[int, typer.Option(min=2, help="Size of the large cluster, in copies.")] = 8,
     changes: Annotated[int, typer.Option(min=100, help="Node changes timed per size.")] = 5000,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Time per node change in the fragmentation analysis at 1x and Nx the bundled cluster."""
     with user_errors():

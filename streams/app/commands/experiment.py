@@ -16,6 +16,7 @@ from rich.table import Table
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.published import PublishedCurve, read_published
 from streams.app.errors import user_errors
+from streams.app.options import JsonOption, NodesOption, PodsOption
 from streams.app.workload import load_nodes, load_pods, pod_shape, specs
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import DEFAULT_RATIO, LEVELS, Curve, run_experiment
@@ -77,16 +78,8 @@ def experiment(
     policy: Annotated[
         str, typer.Option("--policy", help=f"Placement policy: {', '.join(sorted(POLICIES))}.")
     ],
-    pods: Annotated[
-        Path | None,
-        typer.Option(
-            "--pods", help="Pod list CSV (Alibaba v2023 layout); default: the bundled default list."
-        ),
-    ] = None,
-    nodes: Annotated[
-        Path | None,
-        typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
-    ] = None,
+    pods: PodsOption = None,
+    nodes: NodesOption = None,
     seeds: Annotated[
         str, typer.Option("--seeds", help="Seeds, as a range 42-51 or a list 42,43.")
     ] = "42-51",
@@ -103,7 +96,7 @@ def experiment(
     every: Annotated[
         int, typer.Option(min=1, help="Print every Nth level in the table (JSON has all).")
     ] = 5,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run the paper's protocol: shuffle, pad to 1.3x capacity, arrivals only, no departures.
 

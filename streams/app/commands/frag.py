@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from streams.app.errors import user_errors
+from streams.app.options import JsonOption, NodesOption, PodsOption
 from streams.app.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import DEFAULT_COVERAGE, TypicalPods
@@ -19,21 +19,13 @@ from streams.placement.cluster import SimCluster
 
 
 def frag(
-    pods: Annotated[
-        Path | None,
-        typer.Option(
-            "--pods", help="Pod list CSV (Alibaba v2023 layout); default: the bundled default list."
-        ),
-    ] = None,
-    nodes: Annotated[
-        Path | None,
-        typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
-    ] = None,
+    pods: PodsOption = None,
+    nodes: NodesOption = None,
     coverage: Annotated[
         float,
         typer.Option(help="Share of pods the typical shapes must cover (0-1]."),
     ] = DEFAULT_COVERAGE,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Fragmentation of the empty cluster for the workload in the pod list.
 

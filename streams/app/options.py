@@ -1,0 +1,20 @@
+"""Options shared by several commands, declared once so their help reads the same everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+PodsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--pods", help="Pod list CSV (Alibaba v2023 layout); default: the bundled default list."
+    ),
+]
+NodesOption = Annotated[
+    Path | None,
+    typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
