@@ -8,6 +8,7 @@ in gpufrag computes from them. The directory holds one CSV per metric with the c
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,32 +45,51 @@ def _metric_file(directory: Path, fragment: str) -> Path:
 
 
 def _mean_rows(
-    path: Path, workload: str, label: str, seeds: set[int]
+    path: Path, workload: str, label: str, seeds: set[int], ratio: float
 ) -> tuple[list[float], list[int]]:
     with path.open(newline="") as fh:
         reader = csv.DictReader(fh)
-        levels = [c for c in (reader.fieldnames or []) if c.isdigit()]
+        header = reader.fieldnames or []
+        missing = [c for c in ("workload", "sc_policy", "tune", "seed") if c not in header]
+        if missing:
+            raise PublishedResultsError(f"{path.name}: missing columns {missing}")
+        levels = [c for c in header if c.isdigit()]
+        if levels != [str(i) for i in range(len(levels))] or not levels:
+            raise PublishedResultsError(f"{path.name}: level columns must be 0, 1, 2, ...")
         sums = [0.0] * len(levels)
         used: list[int] = []
         for row in reader:
+            line = reader.line_num
             if row["workload"] != workload or row["sc_policy"] != label:
                 continue
-            seed = int(row["seed"])
-            if seed not in seeds:
+            try:
+                tune = float(row["tune"])
+                seed = int(row["seed"])
+            except (TypeError, ValueError):
+                raise PublishedResultsError(f"{path.name}:{line}: bad tune or seed") from None
+            if seed not in seeds or not math.isclose(tune, ratio):
                 continue
+            if seed in used:
+                raise PublishedResultsError(f"{path.name}:{line}: seed {seed} appears twice")
             used.append(seed)
             for i, level in enumerate(levels):
-                sums[i] += float(row[level])
-    if not used:
+                try:
+                    sums[i] += float(row[level])
+                except (TypeError, ValueError):
+                    raise PublishedResultsError(
+                        f"{path.name}:{line}: column {level!r}: not a number: {row[level]!r}"
+                    ) from None
+    lacking = sorted(seeds - set(used))
+    if lacking:
         raise PublishedResultsError(
-            f"{path.name}: no rows for workload {workload!r}, policy {label!r}, "
-            f"seeds {sorted(seeds)}"
+            f"{path.name}: no published row for workload {workload!r}, policy {label!r}, "
+            f"ratio {ratio}, seeds {lacking}; compare only seeds that were published"
         )
     return [s / len(used) for s in sums], sorted(used)
 
 
 def read_published(
-    directory: Path, *, workload: str, policy: str, seeds: set[int]
+    directory: Path, *, workload: str, policy: str, seeds: set[int], ratio: float = 1.3
 ) -> PublishedCurve:
     """Means over the requested seeds of each published metric, per arrived-demand level."""
     if not directory.is_dir():
@@ -80,8 +100,12 @@ def read_published(
     curves: dict[str, list[float]] = {}
     used: list[int] = []
     for metric, fragment in METRIC_FILES.items():
-        curves[metric], used = _mean_rows(_metric_file(directory, fragment), workload, label, seeds)
+        curves[metric], used = _mean_rows(
+            _metric_file(directory, fragment), workload, label, seeds, ratio
+        )
     n = len(curves["alloc_pct"])
+    if any(len(c) != n for c in curves.values()):
+        raise PublishedResultsError(f"{directory}: the metric files cover different levels")
     return PublishedCurve(
         levels=tuple(range(n)),
         alloc_pct=tuple(curves["alloc_pct"]),

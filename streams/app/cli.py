@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+try:  # typer >= 0.22 vendors its own click; its exceptions are what the app raises
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer on real click
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from streams.app.commands.bench import bench
 from streams.app.commands.experiment import experiment
 from streams.app.commands.frag import frag
+from streams.app.errors import EXIT_USAGE
 
 app = typer.Typer(
     name="gpufrag",
@@ -14,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 app.command()(frag)
 app.command()(experiment)
@@ -21,4 +30,20 @@ app.command()(bench)
 
 
 def main() -> None:
-    app()
+    """Usage errors read as one line, like every other error gpufrag reports."""
+    try:
+        rc = app(standalone_mode=False)
+    except click_exceptions.NoArgsIsHelpError as exc:
+        typer.echo(exc.format_message())
+        sys.exit(0)
+    except click_exceptions.UsageError as exc:
+        hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        typer.echo(f"gpufrag: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click_exceptions.ClickException as exc:
+        typer.echo(f"gpufrag: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("gpufrag: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -9,6 +9,8 @@ import typer
 
 from connectors.trace.alibaba_csv import TraceFormatError
 from connectors.trace.published import PublishedResultsError
+from connectors.trace.simulated_cluster import TraceReplayError
+from streams.placement.experiment import ProtocolError
 
 EXIT_USAGE = 2
 
@@ -17,7 +19,7 @@ EXIT_USAGE = 2
 def user_errors() -> Iterator[None]:
     try:
         yield
-    except (TraceFormatError, PublishedResultsError) as exc:
+    except (TraceFormatError, PublishedResultsError, ProtocolError, TraceReplayError) as exc:
         typer.echo(f"gpufrag: error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     except FileNotFoundError as exc:

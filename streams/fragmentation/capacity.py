@@ -51,7 +51,8 @@ class CapacityIndex:
         self.cpu_alloc: IntArray = np.zeros(0, dtype=np.int64)
         self.mem_alloc: IntArray = np.zeros(0, dtype=np.int64)
         self.gpu_free: IntArray = np.zeros((0, 1), dtype=np.int64)
-        self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)
+        self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)  # device slots (highest index+1)
+        self.gpu_cards: IntArray = np.zeros(0, dtype=np.int64)  # cards listed
         self.unschedulable: BoolArray = np.zeros(0, dtype=bool)
         self.models: list[str | None] = []
         self.taints: dict[int, tuple[Taint, ...]] = {}
@@ -80,6 +81,7 @@ class CapacityIndex:
         self.cpu_alloc = _extend(self.cpu_alloc, new_n, 0)
         self.mem_alloc = _extend(self.mem_alloc, new_n, 0)
         self.gpu_count = _extend(self.gpu_count, new_n, 0)
+        self.gpu_cards = _extend(self.gpu_cards, new_n, 0)
         self.unschedulable = _extend(self.unschedulable, new_n, False)
         self.node_frag = _extend(self.node_frag, new_n, 0.0)
         self.node_idle = _extend(self.node_idle, new_n, 0)
@@ -92,6 +94,9 @@ class CapacityIndex:
         self.pools.extend([None] * (new_n - n))
 
     def upsert(self, profile: NodeProfile) -> None:
+        # Device indices may have gaps (a card that fell off the bus is no longer listed): the
+        # row is as wide as the highest index, the missing slots stay at 0 free.
+        slots = max([1] + [g.index + 1 for g in profile.gpus])
         i = self.slot.get(profile.name)
         if i is None:
             if self._free_slots:
@@ -100,18 +105,19 @@ class CapacityIndex:
                 i = self._used
                 self._used += 1
             rows = len(self.names)
-            self._grow(rows if i < rows else rows * 3 // 2 + 8, max(1, len(profile.gpus)))
+            self._grow(rows if i < rows else rows * 3 // 2 + 8, slots)
             self.slot[profile.name] = i
             self.names[i] = profile.name
         else:
-            self._grow(len(self.names), max(1, len(profile.gpus)))
+            self._grow(len(self.names), slots)
             self._forget_totals(i)
         self.active[i] = True
         self.cpu_free[i] = profile.cpu_milli_free
         self.mem_free[i] = profile.memory_mib_free
         self.cpu_alloc[i] = profile.cpu_milli_allocatable
         self.mem_alloc[i] = profile.memory_mib_allocatable
-        self.gpu_count[i] = len(profile.gpus)
+        self.gpu_count[i] = slots if profile.gpus else 0
+        self.gpu_cards[i] = len(profile.gpus)
         self.gpu_free[i, :] = 0
         for g in profile.gpus:
             self.gpu_free[i, g.index] = g.milli_free if g.healthy else 0
@@ -133,6 +139,7 @@ class CapacityIndex:
         self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0
         self.gpu_free[i, :] = 0
         self.gpu_count[i] = 0
+        self.gpu_cards[i] = 0
         self.unschedulable[i] = False
         self.taints.pop(i, None)
         self.names[i] = self.models[i] = self.pools[i] = None
@@ -161,12 +168,12 @@ class CapacityIndex:
         self.node_idle[i] = idle
         self.frag_milli += f
         self.idle_milli += idle
-        self.capacity_milli += int(self.gpu_count[i]) * MILLI_PER_GPU
+        self.capacity_milli += int(self.gpu_cards[i]) * MILLI_PER_GPU
 
     def _forget_totals(self, i: int) -> None:
         self.frag_milli -= float(self.node_frag[i])
         self.idle_milli -= int(self.node_idle[i])
-        self.capacity_milli -= int(self.gpu_count[i]) * MILLI_PER_GPU
+        self.capacity_milli -= int(self.gpu_cards[i]) * MILLI_PER_GPU
         self.node_frag[i] = 0.0
         self.node_idle[i] = 0
 

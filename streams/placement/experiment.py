@@ -8,6 +8,8 @@ each arrived-demand level (0..130 %) reports the mean of the records that round 
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +28,23 @@ DEFAULT_RATIO = 1.3
 LEVELS = tuple(range(131))
 
 
+class ProtocolError(ValueError):
+    """The FGD protocol cannot run on this input (it pads and measures by GPU demand)."""
+
+
+def check_protocol_inputs(pods: Sequence[PodSpec], *, capacity_milli: int, ratio: float) -> None:
+    if not math.isfinite(ratio) or ratio <= 0:
+        raise ProtocolError(f"ratio must be a finite number above 0, got {ratio}")
+    if capacity_milli <= 0:
+        raise ProtocolError("the node list has no GPUs; the protocol measures GPU allocation")
+    if not pods:
+        raise ProtocolError("the pod list is empty")
+    if not any(p.total_gpu_milli for p in pods):
+        raise ProtocolError(
+            "no pod in the pod list requests a GPU; the protocol pads the workload by GPU demand"
+        )
+
+
 def arrival_sequence(
     pods: Sequence[PodSpec], *, capacity_milli: int, ratio: float, rng: np.random.Generator
 ) -> list[PodSpec]:
@@ -34,6 +53,7 @@ def arrival_sequence(
     Padding stops at the first drawn clone whose per-GPU share would overshoot the target, as in
     the reference simulator; that detail shifts the total by at most one pod.
     """
+    check_protocol_inputs(pods, capacity_milli=capacity_milli, ratio=ratio)
     base = sorted(pods, key=lambda p: p.name)
     order = rng.permutation(len(base))
     seq = [base[int(i)] for i in order]
@@ -131,6 +151,8 @@ class Curve:
     alloc_pct: tuple[float, ...]
     frag_amount_pct: tuple[float, ...]
     frag_ratio_pct: tuple[float, ...]
+    pods_arrived: float  # per seed (mean over seeds)
+    pods_placed: float
 
     @classmethod
     def of_record(cls, rec: RunRecord, levels: Sequence[int] = LEVELS) -> Curve:
@@ -142,6 +164,8 @@ class Curve:
             alloc_pct=per_level(rec.alloc_pct),
             frag_amount_pct=per_level(rec.frag_amount_pct),
             frag_ratio_pct=per_level(rec.frag_ratio_pct),
+            pods_arrived=float(rec.placed + rec.dropped),
+            pods_placed=float(rec.placed),
         )
 
     @classmethod
@@ -153,7 +177,9 @@ class Curve:
             raise ValueError("curves cover different levels")
 
         def avg(values: list[tuple[float, ...]]) -> tuple[float, ...]:
-            with np.errstate(all="ignore"):
+            # a level no seed reached stays NaN (JSON null); numpy's warning about it is noise
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
                 return tuple(float(v) for v in np.nanmean(np.array(values), axis=0))
 
         return cls(
@@ -161,6 +187,8 @@ class Curve:
             alloc_pct=avg([c.alloc_pct for c in curves]),
             frag_amount_pct=avg([c.frag_amount_pct for c in curves]),
             frag_ratio_pct=avg([c.frag_ratio_pct for c in curves]),
+            pods_arrived=sum(c.pods_arrived for c in curves) / len(curves),
+            pods_placed=sum(c.pods_placed for c in curves) / len(curves),
         )
 
 

@@ -64,7 +64,9 @@ def test_experiment_prints_published_beside_ours(published_dir: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "published" in out.stdout and "diff" in out.stdout
-    assert out.stdout.count("\n│") >= 3  # levels 0, 50, 100 (+130)
+    rows = [ln.split() for ln in out.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["0", "50", "100", "130"]
+    assert all(len(r) == 10 for r in rows)  # level + 3 x (ours, published, diff)
 
 
 @pytest.mark.parametrize(
@@ -108,4 +110,54 @@ def test_missing_file_and_unknown_policy_are_clear(tmp_path: Path) -> None:
     out = gpufrag("experiment", "--policy", "tetris", "--seeds", "1")
     assert out.returncode == 2 and "unknown policy 'tetris'" in out.stderr
     out = gpufrag("experiment", "--policy", "fgd", "--seeds", "5-1")
-    assert out.returncode == 2 and "not a seed list" in out.stderr
+    assert out.returncode == 2 and "ends before it starts" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--seeds", "-3"], "is not a seed list"),
+        (["--seeds", "1,,2"], "is not a seed list"),
+        (["--seeds", "0-100000"], "at most 1000 seeds"),
+        (["--ratio", "0"], "ratio must be a finite number above 0"),
+        (["--ratio", "inf"], "ratio must be a finite number above 0"),
+        (["--every", "0"], "--every"),
+    ],
+)
+def test_experiment_usage_errors_are_one_line(args: list[str], needle: str) -> None:
+    out = gpufrag("experiment", "--policy", "fgd", *args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_workloads_the_protocol_cannot_measure_are_refused(tmp_path: Path) -> None:
+    cpu_only = tmp_path / "cpu.csv"
+    cpu_only.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,100,0,0\n")
+    no_gpu_nodes = tmp_path / "nodes.csv"
+    no_gpu_nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,1000,1000,0,\n")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n")
+    cases = [
+        (
+            ["experiment", "--policy", "fgd", "--seeds", "1", "--pods", str(cpu_only)],
+            "no pod in the pod list requests a GPU",
+        ),
+        (
+            ["experiment", "--policy", "fgd", "--seeds", "1", "--nodes", str(no_gpu_nodes)],
+            "the node list has no GPUs",
+        ),
+        (["frag", "--nodes", str(no_gpu_nodes)], "the node list has no GPUs"),
+        (["frag", "--pods", str(empty)], "the pod list is empty"),
+    ]
+    for args, needle in cases:
+        out = gpufrag(*args)
+        assert out.returncode == 2, args
+        assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_published_comparison_refuses_unpublished_seeds_and_ratios(published_dir: Path) -> None:
+    for extra in (["--seeds", "42,1000"], ["--seeds", "42", "--ratio", "0.8"]):
+        out = gpufrag("experiment", "--policy", "fgd", "--published", str(published_dir), *extra)
+        assert out.returncode == 2
+        assert "no published row" in out.stderr

@@ -174,3 +174,18 @@ def test_gang_blocked_by_cpu_on_one_node() -> None:
     check = check_gang(ix, members, needed=3)
     assert (check.placed, check.needed, check.fits_cluster_total) == (2, 3, True)
     assert check.unplaceable
+
+
+def test_gpu_index_gaps_keep_capacity_and_fragment_right() -> None:
+    from models import GpuState
+
+    wide = node("wide", gpus=(1000,) * 8)
+    gappy = node("gappy", gpus=(1000, 1000)).model_copy(
+        update={"gpus": (GpuState(index=0, milli_free=1000), GpuState(index=5, milli_free=400))}
+    )
+    for order in ([gappy], [wide, gappy]):
+        ix = index_of(*order)
+        i = ix.slot["gappy"]
+        assert sorted(ix.state(i)[2], reverse=True)[:2] == [1000, 400]
+        assert int(ix.node_idle[i]) == 1400
+        assert ix.capacity_milli == 1000 * (2 + (8 if len(order) == 2 else 0))

@@ -4,45 +4,57 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.published import PublishedCurve, read_published
+from connectors.trace.published import PublishedCurve, PublishedResultsError, read_published
 from streams.app.errors import user_errors
 from streams.app.options import JsonOption, NodesOption, PodsOption
 from streams.app.workload import load_nodes, load_pods, pod_shape, specs
 from streams.fragmentation.shapes import TypicalPods
-from streams.placement.experiment import DEFAULT_RATIO, LEVELS, Curve, run_experiment
+from streams.placement.experiment import (
+    DEFAULT_RATIO,
+    LEVELS,
+    Curve,
+    check_protocol_inputs,
+    run_experiment,
+)
 from streams.placement.policies import POLICIES
+
+MAX_SEEDS = 1000
+SEED_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 def parse_seeds(text: str) -> list[int]:
-    """'42-51', '42,43,50' or '42'."""
+    """'42-51', '42,43,50' or '42': non-negative, at most MAX_SEEDS of them."""
     seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else ("", "")
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                seeds.extend(range(a, b + 1))
-            else:
-                seeds.append(int(part))
-    except ValueError:
-        raise typer.BadParameter(
-            f"{text!r} is not a seed list like 42-51 or 42,43", param_hint="--seeds"
-        ) from None
-    if not seeds:
-        raise typer.BadParameter("no seeds given", param_hint="--seeds")
+    for part in text.split(","):
+        m = SEED_PART.match(part.strip())
+        if m is None:
+            raise typer.BadParameter(
+                f"{text!r} is not a seed list like 42-51 or 42,43 (seeds are >= 0)",
+                param_hint="--seeds",
+            )
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise typer.BadParameter(
+                f"range {part.strip()!r} ends before it starts", param_hint="--seeds"
+            )
+        if len(seeds) + hi - lo + 1 > MAX_SEEDS:
+            raise typer.BadParameter(f"at most {MAX_SEEDS} seeds", param_hint="--seeds")
+        seeds.extend(range(lo, hi + 1))
+    if len(set(seeds)) != len(seeds):
+        raise typer.BadParameter("a seed is listed twice", param_hint="--seeds")
     return seeds
 
 
@@ -50,13 +62,21 @@ def _clean(values: Sequence[float]) -> list[float | None]:
     return [None if math.isnan(v) else round(v, 4) for v in values]
 
 
+def _cell(value: float, *, signed: bool = False) -> str:
+    if math.isnan(value):
+        return "-"
+    value = round(value, 2) + 0.0  # no "-0.00"
+    return f"{value:+.2f}" if signed else f"{value:.2f}"
+
+
 def _render(curve: Curve, published: PublishedCurve | None, every: int) -> None:
-    table = Table(title="FGD protocol: means over seeds by arrived GPU demand")
-    table.add_column("arrived %", justify="right")
-    for label in ("alloc %", "frag amount %", "frag ratio %"):
+    title = "FGD protocol: means over seeds by arrived GPU demand (% of cluster GPUs)"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("arrived", justify="right", min_width=7)
+    for label in ("alloc", "frag", "ratio"):
         table.add_column(label, justify="right")
         if published is not None:
-            table.add_column("published", justify="right")
+            table.add_column("pub", justify="right")
             table.add_column("diff", justify="right")
     for i, level in enumerate(curve.levels):
         if level % every and level != curve.levels[-1]:
@@ -67,11 +87,20 @@ def _render(curve: Curve, published: PublishedCurve | None, every: int) -> None:
             (curve.frag_amount_pct, published.frag_amount_pct if published else None),
             (curve.frag_ratio_pct, published.frag_ratio_pct if published else None),
         ):
-            row.append(f"{ours[i]:.2f}")
+            row.append(_cell(ours[i]))
             if theirs is not None:
-                row += [f"{theirs[i]:.2f}", f"{ours[i] - theirs[i]:+.2f}"]
+                row += [_cell(theirs[i]), _cell(ours[i] - theirs[i], signed=True)]
         table.add_row(*row)
-    Console(width=max(Console().width, 120)).print(table)
+    console = Console()
+    console.print(table)
+    console.print(
+        "alloc: GPU allocated; frag: fragmentation amount (idle GPU the typical pods cannot "
+        "use); ratio: fragment in % of idle GPU; pub: the published mean."
+    )
+    console.print(
+        f"pods arrived per seed {curve.pods_arrived:.0f}, placed {curve.pods_placed:.0f}, "
+        f"dropped (fit no node) {curve.pods_arrived - curve.pods_placed:.0f}"
+    )
 
 
 def experiment(
@@ -118,10 +147,22 @@ def experiment(
         theirs = None
         if published is not None:
             theirs = read_published(
-                published, workload=pods_path.stem, policy=policy, seeds=set(seed_list)
+                published,
+                workload=pods_path.stem,
+                policy=policy,
+                seeds=set(seed_list),
+                ratio=ratio,
             )
+            if len(theirs.levels) != len(LEVELS):
+                raise PublishedResultsError(
+                    f"{published}: {len(theirs.levels)} levels published, {len(LEVELS)} expected"
+                )
         runs: list[Curve] = []
-        with Progress(console=Console(stderr=True), transient=True) as progress:
+        check_protocol_inputs(
+            pod_specs, capacity_milli=sum(n.gpu_count for n in node_specs) * 1000, ratio=ratio
+        )
+        err = Console(stderr=True)
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task(f"{policy}: seeds", total=len(seed_list))
             for seed in seed_list:
                 runs.append(
@@ -145,6 +186,8 @@ def experiment(
             "alloc_pct": _clean(curve.alloc_pct),
             "frag_amount_pct": _clean(curve.frag_amount_pct),
             "frag_ratio_pct": _clean(curve.frag_ratio_pct),
+            "pods_arrived_per_seed": curve.pods_arrived,
+            "pods_placed_per_seed": curve.pods_placed,
         }
         if theirs is not None:
             out["published"] = {

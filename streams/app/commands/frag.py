@@ -16,6 +16,7 @@ from streams.app.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import DEFAULT_COVERAGE, TypicalPods
 from streams.placement.cluster import SimCluster
+from streams.placement.experiment import ProtocolError
 
 
 def frag(
@@ -36,12 +37,15 @@ def frag(
         if not 0.0 < coverage <= 1.0:
             raise typer.BadParameter("must be in (0, 1]", param_hint="--coverage")
         node_specs = load_nodes(nodes or bundled_nodes_path())
-        typical = TypicalPods.from_shapes(
-            (pod_shape(p) for p in load_pods(pods or bundled_pods_path())), coverage=coverage
-        )
+        trace_pods = load_pods(pods or bundled_pods_path())
+        if not trace_pods:
+            raise ProtocolError("the pod list is empty: no workload to measure against")
+        if not node_specs or not any(n.gpu_count for n in node_specs):
+            raise ProtocolError("the node list has no GPUs: nothing can be fragmented")
+        typical = TypicalPods.from_shapes((pod_shape(p) for p in trace_pods), coverage=coverage)
         cluster = SimCluster(node_specs, measure=FragMeasure(typical))
         amount = cluster.frag_milli / cluster.capacity_milli * 100.0
-        ratio = cluster.frag_milli / cluster.idle_milli * 100.0 if cluster.idle_milli else 0.0
+        ratio = cluster.frag_milli / cluster.idle_milli * 100.0
     if as_json:
         typer.echo(
             json.dumps(
