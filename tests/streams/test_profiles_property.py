@@ -1,0 +1,447 @@
+"""Property: the profile join's state equals a from-scratch recomputation after any events.
+
+Random event sequences over a small universe (3 nodes that come and go, a 4th node name that
+pods may name but that never exists, 6 pods in one namespace) are fed to a fresh ``ProfileJoin``.
+The expected profiles are then derived independently: a small reference walks the sequence
+only to find each object's final state (last node/pod event, telemetry per card, the task
+history fields), and the node profiles are computed from those final objects with a reference
+card-allocation written here (not ``free_per_gpu`` or ``node_profile``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models import (
+    MILLI_PER_GPU,
+    Envelope,
+    GpuSample,
+    GpuSampleEvent,
+    GpuState,
+    Node,
+    NodeEvent,
+    NodeProfile,
+    Pod,
+    PodEvent,
+    PodPhase,
+    ResourceRequest,
+    SchedulerEvent,
+    SchedulingEvent,
+    TaskProfile,
+)
+from streams.profiles.join import (
+    GpuTelemetry,
+    NodeProfileUpdate,
+    ProfileJoin,
+    ProfileUpdate,
+    TaskProfileUpdate,
+    node_profile,
+)
+from tests.models.strategies import st_aware_datetime
+
+NAMESPACE = "default"
+NODE_NAMES = ("n0", "n1", "n2")
+GHOST_NODE = "n9"  # pods may name it; no node event ever creates it
+POD_NAMES = tuple(f"p{i}" for i in range(6))
+GPU_MODEL = "T4"
+BAD_XIDS = frozenset({48, 64, 74, 79, 95})
+FINISHED = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
+CREATED = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+# --- strategies ----------------------------------------------------------------------------
+
+
+# Strategies are built once: creating them per draw dominated the run time.
+_cpu = st.sampled_from([0, 500, 1000, 4000, 16000])
+_mem = st.sampled_from([0, 256, 1024, 8192])
+_share = st.sampled_from([100, 250, 300, 500, 700]) | st.integers(1, 999)
+_request_kind = st.sampled_from(["cpu", "whole", "share"])
+_pod_name = st.sampled_from(POD_NAMES)
+_pod_node = st.sampled_from((None, *NODE_NAMES, *NODE_NAMES, GHOST_NODE))
+_index_mode = st.sampled_from(["none", "matching", "any"])
+_index = st.integers(0, 2) | st.integers(0, 8)
+_phase = st.sampled_from(PHASES) | st.just(PodPhase.RUNNING)
+_node_name = st.sampled_from(NODE_NAMES)
+_sample_node = st.sampled_from((*NODE_NAMES, GHOST_NODE))
+_xid = st.none() | st.sampled_from([0, 13, 43, 48, 64, 79, 95])
+_namespace = st.none() | st.just(NAMESPACE)
+_step = st.sampled_from([0, 0, 1, 7])
+_event_kind = st.sampled_from(["node"] * 2 + ["pod"] * 5 + ["gpu"] * 2 + ["oom"])
+_node_change = st.sampled_from(["upsert"] * 3 + ["delete"])
+_pod_change = st.sampled_from(["upsert"] * 4 + ["delete"])
+_start = st_aware_datetime().filter(lambda t: t.year < 2099)
+
+
+@st.composite
+def st_request(draw: st.DrawFn) -> ResourceRequest:
+    """A valid request: CPU-only, 1..4 whole cards, or a share of one card."""
+    kind = draw(_request_kind)
+    cpu, mem = draw(_cpu), draw(_mem)
+    if kind == "cpu":
+        return ResourceRequest(cpu_milli=cpu, memory_mib=mem)
+    if kind == "whole":
+        count = draw(st.integers(1, 4))
+        return ResourceRequest(
+            cpu_milli=cpu, memory_mib=mem, gpu_count=count, gpu_milli=MILLI_PER_GPU
+        )
+    return ResourceRequest(cpu_milli=cpu, memory_mib=mem, gpu_count=1, gpu_milli=draw(_share))
+
+
+@st.composite
+def st_pod(
+    draw: st.DrawFn,
+    names: st.SearchStrategy[str] = _pod_name,
+    nodes: st.SearchStrategy[str | None] = _pod_node,
+) -> Pod:
+    requests = draw(_request)
+    node = draw(nodes)
+    size = 0
+    if node is not None:
+        mode = draw(_index_mode)
+        if mode == "matching":  # the right length; may still point past the node's last card
+            size = requests.gpu_count
+        elif mode == "any":
+            size = draw(st.integers(0, 4))
+    indices = draw(st.lists(_index, min_size=size, max_size=size, unique=True))
+    return Pod(
+        namespace=NAMESPACE,
+        name=draw(names),
+        uid=draw(st.sampled_from(["u1", "u2"])),
+        phase=draw(_phase),
+        node=node,
+        requests=requests,
+        gpu_indices=tuple(indices),
+        priority=draw(st.sampled_from([0, 5])),
+        created_at=CREATED,
+    )
+
+
+@st.composite
+def st_node(draw: st.DrawFn) -> Node:
+    count = draw(st.integers(0, 8))
+    return Node(
+        name=draw(_node_name),
+        cpu_milli=draw(st.sampled_from([0, 8000, 32000, 64000])),
+        memory_mib=draw(st.sampled_from([0, 16384, 65536])),
+        gpu_model=GPU_MODEL if count else None,
+        gpu_count=count,
+        labels=draw(st.sampled_from([{}, {"pool": "a"}])),
+        unschedulable=draw(st.booleans()),
+        pool=draw(st.none() | st.just("gpu")),
+    )
+
+
+@st.composite
+def st_sample(draw: st.DrawFn) -> GpuSample:
+    total = draw(st.none() | st.sampled_from([16384.0, 81920.0]))
+    used = draw(st.none() | st.floats(0, total if total is not None else 1e5))
+    return GpuSample(
+        node=draw(_sample_node),
+        gpu_index=draw(st.integers(0, 9)),
+        memory_total_mib=total,
+        memory_used_mib=used,
+        xid=draw(_xid),
+        pod=draw(st.none() | _pod_name),
+        namespace=draw(_namespace),
+    )
+
+
+@st.composite
+def st_scheduling(draw: st.DrawFn) -> SchedulerEvent:
+    return SchedulerEvent(
+        reason=draw(st.sampled_from(["OOMKilled", "OOMKilled", "Evicted"])),
+        message="",
+        pod_namespace=draw(_namespace),
+        pod_name=draw(st.none() | _pod_name),
+        count=draw(st.integers(1, 3)),
+    )
+
+
+_request = st_request()
+_payloads: dict[str, st.SearchStrategy[Any]] = {
+    "node": st.builds(NodeEvent, change=_node_change, node=st_node()),
+    "pod": st.builds(PodEvent, change=_pod_change, pod=st_pod()),
+    "gpu": st.builds(GpuSampleEvent, sample=st_sample()),
+    "oom": st.builds(SchedulingEvent, event=st_scheduling()),
+}
+
+
+@st.composite
+def st_events(draw: st.DrawFn) -> list[Envelope]:
+    """Up to 60 events of every kind, event times non-decreasing (often equal)."""
+    at = draw(_start)
+    out = []
+    for _ in range(draw(st.integers(0, 60))):
+        at = at + timedelta(seconds=draw(_step))
+        payload = draw(_payloads[draw(_event_kind)])
+        out.append(Envelope.wrap(payload, event_time=at, source="test"))
+    return out
+
+
+# --- reference ---------------------------------------------------------------------------
+
+
+@dataclass
+class RefTask:
+    pod: Pod
+    bound_at: datetime | None = None
+    finished_at: datetime | None = None
+    oom_count: int = 0
+    peak: float | None = None
+
+
+@dataclass
+class RefCard:
+    memory_total_mib: float | None = None
+    memory_used_mib: float | None = None
+    last_xid: int | None = None
+
+
+@dataclass
+class Reference:
+    """The final objects: present nodes, live tasks, telemetry since a node's last delete."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    tasks: dict[str, RefTask] = field(default_factory=dict)
+    cards: dict[str, dict[int, RefCard]] = field(default_factory=dict)
+
+
+def final_state(events: list[Envelope]) -> Reference:
+    ref = Reference()
+    for env in events:
+        at, p = env.event_time, env.payload
+        if isinstance(p, NodeEvent):
+            if p.change == "upsert":
+                ref.nodes[p.node.name] = p.node
+            else:
+                ref.nodes.pop(p.node.name, None)
+                ref.cards.pop(p.node.name, None)  # a removed node's telemetry is dropped
+        elif isinstance(p, PodEvent):
+            key = f"{p.pod.namespace}/{p.pod.name}"
+            if p.change == "delete":
+                ref.tasks.pop(key, None)
+                continue
+            task = ref.tasks.setdefault(key, RefTask(pod=p.pod))
+            task.pod = p.pod
+            if p.pod.node is not None and task.bound_at is None:
+                task.bound_at = at
+            if p.pod.phase in FINISHED and task.finished_at is None:
+                task.finished_at = at
+        elif isinstance(p, GpuSampleEvent):
+            s = p.sample
+            card = ref.cards.setdefault(s.node, {}).setdefault(s.gpu_index, RefCard())
+            card.memory_total_mib = s.memory_total_mib
+            card.memory_used_mib = s.memory_used_mib
+            if s.xid:
+                card.last_xid = s.xid
+            t = ref.tasks.get(f"{s.namespace or NAMESPACE}/{s.pod}") if s.pod else None
+            if t is not None and s.memory_used_mib is not None:
+                t.peak = s.memory_used_mib if t.peak is None else max(t.peak, s.memory_used_mib)
+        else:
+            e = p.event
+            t = ref.tasks.get(f"{e.pod_namespace or NAMESPACE}/{e.pod_name}")
+            if e.reason == "OOMKilled" and e.pod_name and t is not None:
+                t.oom_count += e.count
+    return ref
+
+
+def expected_task(key: str, t: RefTask) -> TaskProfile:
+    pod = t.pod
+    return TaskProfile(
+        key=key,
+        uid=pod.uid,
+        requests=pod.requests,
+        gpu_models=pod.gpu_models,
+        priority=pod.priority,
+        queue=pod.queue,
+        tenant=pod.tenant,
+        workload_kind=pod.workload_kind,
+        preemptible=pod.preemptible,
+        phase=pod.phase,
+        node=pod.node,
+        gpu_indices=pod.gpu_indices,
+        gang=pod.gang,
+        tolerations=pod.tolerations,
+        created_at=pod.created_at,
+        bound_at=t.bound_at,
+        finished_at=t.finished_at,
+        gpu_memory_peak_mib=t.peak,
+        oom_count=t.oom_count,
+    )
+
+
+def reference_free(cards: int, held: list[tuple[str, Pod]]) -> list[int]:
+    """Per-card free share: known devices charged first (clamped at 0), then the rest laid
+    out largest share first, each card the tightest one with room (lowest index on ties)."""
+    used = [0] * cards
+    laid: list[tuple[str, Pod]] = []
+    for key, pod in held:
+        r = pod.requests
+        if r.gpu_count == 0:
+            continue
+        idx = pod.gpu_indices
+        if len(idx) == r.gpu_count and all(i < cards for i in idx):
+            for i in idx:
+                used[i] += r.gpu_milli
+        else:
+            laid.append((key, pod))
+    free = [max(0, MILLI_PER_GPU - u) for u in used]
+    laid.sort(key=lambda kp: (-kp[1].requests.gpu_milli, -kp[1].requests.gpu_count, kp[0]))
+    for _, pod in laid:
+        milli = pod.requests.gpu_milli
+        for _ in range(pod.requests.gpu_count):
+            best = -1
+            for i in range(cards):
+                if free[i] >= milli and (best < 0 or free[i] < free[best]):
+                    best = i
+            if best >= 0:
+                free[best] -= milli
+    return free
+
+
+def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
+    held = sorted(
+        (k, t.pod)
+        for k, t in ref.tasks.items()
+        if t.pod.node == node.name and t.pod.phase not in FINISHED
+    )
+    free = reference_free(node.gpu_count, held)
+    cards = ref.cards.get(node.name, {})
+    gpus = []
+    for i, milli in enumerate(free):
+        c = cards.get(i, RefCard())
+        gpus.append(
+            GpuState(
+                index=i,
+                milli_free=milli,
+                memory_total_mib=c.memory_total_mib,
+                memory_used_mib=c.memory_used_mib,
+                healthy=c.last_xid not in BAD_XIDS,
+                last_xid=c.last_xid,
+            )
+        )
+    profile = NodeProfile(
+        name=node.name,
+        gpu_model=node.gpu_model,
+        gpus=tuple(gpus),
+        cpu_milli_allocatable=node.cpu_milli,
+        cpu_milli_requested=sum(p.requests.cpu_milli for _, p in held),
+        memory_mib_allocatable=node.memory_mib,
+        memory_mib_requested=sum(p.requests.memory_mib for _, p in held),
+        labels=node.labels,
+        taints=node.taints,
+        pool=node.pool,
+        unschedulable=node.unschedulable,
+        pods=tuple(k for k, _ in held),
+        updated_at=datetime.fromisoformat("2000-01-01T00:00:00+00:00"),
+    )
+    return without_time(profile)
+
+
+def without_time(profile: NodeProfile) -> dict[str, Any]:
+    return profile.model_dump(exclude={"updated_at"})
+
+
+# --- the property --------------------------------------------------------------------------
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st_events())
+def test_profiles_equal_a_recomputation_after_any_event_sequence(events: list[Envelope]) -> None:
+    join = ProfileJoin()
+    outputs: list[ProfileUpdate] = []
+    for env in events:
+        outputs.extend(join.apply(env))
+    ref = final_state(events)
+
+    # node profiles: exactly the present nodes, each equal to the recomputation
+    assert set(join.node_profiles) == set(ref.nodes)
+    for name, node in ref.nodes.items():
+        assert without_time(join.node_profiles[name]) == expected_node(node, ref), name
+
+    # task profiles: exactly the live pods, each folded from its last upsert and its history
+    assert set(join.tasks) == set(ref.tasks)
+    for key, t in ref.tasks.items():
+        got = join.tasks[key]
+        assert (got.requests, got.phase, got.node) == (t.pod.requests, t.pod.phase, t.pod.node)
+        assert got == expected_task(key, t), key
+
+    # the emitted updates end in the final state
+    last_node: dict[str, NodeProfile | None] = {}
+    last_task: dict[str, TaskProfile | None] = {}
+    for out in outputs:
+        if isinstance(out, NodeProfileUpdate):
+            last_node[out.name] = out.profile
+        else:
+            assert isinstance(out, TaskProfileUpdate)
+            last_task[out.key] = out.profile
+    for name in (*NODE_NAMES, GHOST_NODE):
+        if name in ref.nodes:
+            assert last_node[name] == join.node_profiles[name]
+        else:
+            assert last_node.get(name) is None
+    for name in POD_NAMES:
+        key = f"{NAMESPACE}/{name}"
+        if key in ref.tasks:
+            assert last_task[key] == join.tasks[key]
+        else:
+            assert last_task.get(key) is None
+
+    # idempotent: replaying the final upserts (later, redelivered) changes and emits nothing
+    again = (events[-1].event_time if events else CREATED) + timedelta(seconds=5)
+    before_nodes, before_tasks = dict(join.node_profiles), dict(join.tasks)
+    for key, t in sorted(ref.tasks.items()):
+        env = Envelope.wrap(PodEvent(change="upsert", pod=t.pod), event_time=again, source="test")
+        assert join.apply(env) == [], key
+    for name, node in sorted(ref.nodes.items()):
+        env = Envelope.wrap(NodeEvent(change="upsert", node=node), event_time=again, source="t")
+        assert join.apply(env) == [], name
+    assert join.node_profiles == before_nodes
+    assert join.tasks == before_tasks
+
+
+@st.composite
+def st_crowded_node(draw: st.DrawFn) -> tuple[Node, list[TaskProfile], Reference]:
+    """One node with up to 12 pods naming it (some finished, some overcommitting) and telemetry."""
+    node = draw(st_node()).model_copy(update={"name": "n0"})
+    pods = draw(
+        st.lists(
+            st_pod(names=st.sampled_from([f"q{i:02}" for i in range(12)]), nodes=st.just("n0")),
+            max_size=12,
+            unique_by=lambda p: p.name,
+        )
+    )
+    ref = Reference(nodes={"n0": node})
+    for pod in pods:
+        ref.tasks[pod.key] = RefTask(pod=pod)
+    for i in draw(st.lists(st.integers(0, 9), unique=True, max_size=9)):
+        ref.cards.setdefault("n0", {})[i] = RefCard(
+            memory_total_mib=draw(st.none() | st.just(16384.0)),
+            memory_used_mib=draw(st.none() | st.just(100.0)),
+            last_xid=draw(st.none() | st.sampled_from([13, 48, 64, 74, 79, 95])),
+        )
+    tasks = [expected_task(k, t) for k, t in ref.tasks.items()]
+    return node, tasks, ref
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=st_crowded_node())
+def test_node_profile_equals_the_reference_on_crowded_nodes(
+    case: tuple[Node, list[TaskProfile], Reference],
+) -> None:
+    """The pure derivation, on denser card sharing than the event property reaches."""
+    node, tasks, ref = case
+    telemetry = {
+        i: GpuTelemetry(c.memory_total_mib, c.memory_used_mib, c.last_xid)
+        for i, c in ref.cards.get("n0", {}).items()
+    }
+    got = node_profile(node, tasks, telemetry, at=CREATED)
+    assert got.updated_at == CREATED
+    assert without_time(got) == expected_node(node, ref)
