@@ -22,7 +22,7 @@ from models.pod import GangRef, OwnerRef, Pod, PodPhase, QosClass, WorkloadKind
 from models.profiles import GpuState, NodeProfile, TaskProfile
 from models.resources import ResourceRequest
 from models.scheduler import SchedulerEvent
-from models.settings import AnalysisSettings, GpufragSettings, TraceSettings
+from models.settings import AnalysisSettings, GpufragSettings, StoreSettings, TraceSettings
 from models.signals import (
     FINGERPRINT_PATTERN,
     Scope,
@@ -69,6 +69,7 @@ __all__ = [
     "Severity",
     "Signal",
     "SignalKind",
+    "StoreSettings",
     "Taint",
     "TaskProfile",
     "Toleration",

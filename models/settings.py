@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["AnalysisSettings", "GpufragSettings", "TraceSettings"]
+__all__ = ["AnalysisSettings", "GpufragSettings", "StoreSettings", "TraceSettings"]
 
 
 class _Group(BaseModel):
@@ -42,6 +42,28 @@ class TraceSettings(_Group):
     """Wall-clock instant that trace second 0 maps to (the trace only has relative seconds)."""
 
 
+class StoreSettings(_Group):
+    dsn: str | None = None
+    """Where history is kept: ``chdb:///path`` (ClickHouse's engine in-process, the default, under
+    the user's data directory) or ``http(s)://user:password@host:8123/database`` for a server."""
+    database: str = "gpufrag"
+    """Database the tables live in (created if missing)."""
+    batch_rows: Annotated[int, Field(ge=1)] = 5000
+    """Rows per insert; a table's buffer is written when it reaches this many rows..."""
+    flush_interval_s: Annotated[float, Field(gt=0)] = 1.0
+    """...or when its oldest buffered row has waited this long (wall clock: it is I/O)."""
+    max_buffered_rows: Annotated[int, Field(ge=1)] = 200_000
+    """Rows held in memory while the store is unreachable; writers wait beyond this."""
+    retry_initial_s: Annotated[float, Field(gt=0)] = 0.2
+    """First wait after a failed insert; doubles up to retry_max_s, with jitter."""
+    retry_max_s: Annotated[float, Field(gt=0)] = 10.0
+    row_attempts: Annotated[int, Field(ge=1)] = 3
+    """Inserts a single row may fail while the store is healthy before it is dead-lettered."""
+    spool_dir: str | None = None
+    """Where unwritten rows are kept across a restart; default: beside the chDB store, or the
+    user's data directory for a server DSN."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -49,3 +71,4 @@ class GpufragSettings(BaseSettings):
 
     analysis: AnalysisSettings = AnalysisSettings()
     trace: TraceSettings = TraceSettings()
+    store: StoreSettings = StoreSettings()
