@@ -183,6 +183,7 @@ class SimulatedCluster:
             ),
             gpu_models=src.gpu_spec,
             qos=_qos(src),
+            queue=src.qos,  # the trace has no queues; its QoS class (LS, BE, ...) is the closest
             created_at=created,
         )
 

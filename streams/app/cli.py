@@ -13,7 +13,11 @@ except ImportError:  # pragma: no cover - older typer on real click
 
 from streams.app.commands.bench import bench
 from streams.app.commands.experiment import experiment
+from streams.app.commands.explain import explain
 from streams.app.commands.frag import frag
+from streams.app.commands.replay import replay
+from streams.app.commands.report import report
+from streams.app.commands.sql import sql
 from streams.app.errors import EXIT_USAGE
 
 app = typer.Typer(
@@ -24,6 +28,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+app.command()(replay)
+app.command()(sql)
+app.command()(explain)
+app.command()(report)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)

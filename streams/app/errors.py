@@ -6,10 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
+from connectors.clickhouse.dsn import StoreError
 
 from connectors.trace.alibaba_csv import TraceFormatError
 from connectors.trace.published import PublishedResultsError
 from connectors.trace.simulated_cluster import TraceReplayError
+from streams.app.named_queries import QueryError
 from streams.placement.experiment import ProtocolError
 
 EXIT_USAGE = 2
@@ -19,7 +21,14 @@ EXIT_USAGE = 2
 def user_errors() -> Iterator[None]:
     try:
         yield
-    except (TraceFormatError, PublishedResultsError, ProtocolError, TraceReplayError) as exc:
+    except (
+        TraceFormatError,
+        PublishedResultsError,
+        ProtocolError,
+        TraceReplayError,
+        StoreError,
+        QueryError,
+    ) as exc:
         typer.echo(f"gpufrag: error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     except FileNotFoundError as exc:

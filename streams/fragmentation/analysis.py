@@ -84,6 +84,9 @@ class FragmentationAnalysis:
         self._changed = False
         self._evaluated_at: datetime | None = None
         self.now: datetime | None = None
+        self.evaluations = (
+            0  # pending-queue evaluations so far; hosts persist explanations on change
+        )
 
     # --- inputs --------------------------------------------------------------------------
 
@@ -177,7 +180,13 @@ class FragmentationAnalysis:
             return False
         if self._typical_built_at is None:
             return True
-        return (at - self._typical_built_at).total_seconds() >= self.settings.typical_refresh_s
+        # Rebuild on the refresh period, and sooner while the observed workload is still growing
+        # fast (every 10 % more pods), so a young cluster's measure is not stuck on few pods.
+        grown = len(self._shapes.counts) and sum(self._shapes.counts.values()) >= 1.1 * max(
+            1, self._typical.observed_pods
+        )
+        elapsed = (at - self._typical_built_at).total_seconds()
+        return bool(grown) or elapsed >= self.settings.typical_refresh_s
 
     def _rebuild_typical(self, at: datetime) -> list[Signal]:
         self._typical = self._shapes.typical()
@@ -285,6 +294,7 @@ class FragmentationAnalysis:
     def _evaluate_pending(self, at: datetime) -> list[Signal]:
         self._changed = False
         self._evaluated_at = at
+        self.evaluations += 1
         out: list[Signal] = []
         self.explanations = {}
         gangs: defaultdict[tuple[str, str], list[TaskProfile]] = defaultdict(list)

@@ -1,0 +1,331 @@
+"""`gpufrag replay`: a real trace through the whole embedded pipeline into the history store."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from connectors.clickhouse.sink import ClickHouseSink
+from connectors.clickhouse.store import Store, open_store
+from connectors.trace.alibaba_csv import read_nodes, read_pods
+from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
+from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
+from models import GpufragSettings, StoreSettings
+from streams.app.errors import user_errors
+from streams.app.history import open_history, store_settings
+from streams.app.options import NodesOption, PodsOption
+from streams.app.store_output import StoreOutput, signal_counts
+from streams.app.workload import pod_shape
+from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.fragmentation.shapes import TypicalPods
+from streams.runner.embedded import EmbeddedRunner
+
+RUN_TABLES = (
+    "events",
+    "gpu_samples",
+    "node_profiles",
+    "task_profiles",
+    "signals",
+    "pending_explanations",
+    "cluster_frag",
+    "dead_letter",
+    "runs",
+)
+
+
+def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
+    """The same trace and options give the same run id, so a repeated replay overwrites itself."""
+    h = hashlib.sha256()
+    for path in (nodes, pods):
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    fields = {
+        "mode": options.mode.value,
+        "policy": options.policy,
+        "seed": options.seed,
+        "ratio": options.ratio,
+        "time_scale": options.time_scale,
+        "node_limit": options.node_limit,
+    }
+    h.update(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
+    return h.hexdigest()[:16]
+
+
+def _run_row(
+    run_id: str,
+    *,
+    status: str,
+    started: datetime,
+    source: str,
+    options: ReplayOptions,
+    summary: dict[str, object],
+) -> dict[str, object]:
+    return {
+        "run_id": run_id,
+        "started_at": started,
+        "updated_at": datetime.now(UTC),
+        "status": status,
+        "source": source,
+        "mode": options.mode.value,
+        "policy": options.policy,
+        "seed": options.seed,
+        "params": orjson.dumps(
+            {
+                "ratio": options.ratio,
+                "time_scale": options.time_scale,
+                "node_limit": options.node_limit,
+            },
+            option=orjson.OPT_SORT_KEYS,
+        ).decode(),
+        "summary": orjson.dumps(summary, option=orjson.OPT_SORT_KEYS).decode(),
+    }
+
+
+def replay(
+    nodes: NodesOption = None,
+    pods: PodsOption = None,
+    mode: Annotated[
+        TraceMode,
+        typer.Option(
+            help="fgd: the FGD paper's stress protocol (arrivals only, padded to --ratio x GPU "
+            "capacity); timeline: the trace's own creation/deletion times."
+        ),
+    ] = TraceMode.FGD,
+    policy: Annotated[str, typer.Option(help="Placement policy: random, best-fit, fgd.")] = "fgd",
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the shuffle, padding and ties.")] = 42,
+    ratio: Annotated[
+        float, typer.Option(help="fgd mode: pad the workload to this x GPU capacity.")
+    ] = 1.3,
+    time_scale: Annotated[
+        float,
+        typer.Option(help="timeline mode: divide trace times by this (compress a long trace)."),
+    ] = 1.0,
+    node_limit: Annotated[
+        int | None,
+        typer.Option(min=1, help="Use only the first N nodes (a small cluster fills sooner)."),
+    ] = None,
+    speed: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="0: as fast as possible; N: N x the trace's own pace in event time."
+        ),
+    ] = 0.0,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="History store DSN: chdb:///path or http(s)://host:8123; default: "
+            "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
+        ),
+    ] = None,
+) -> None:
+    """Replay a trace through the pipeline, store the history, print a summary.
+
+    The simulated cluster's events go through the profile join and the fragmentation analysis;
+    events, profiles, signals, pending explanations and the cluster's fragmentation land in the
+    store. Ctrl-C stops the source: everything already emitted is stored, the run is marked
+    interrupted. Replaying the same trace with the same options again adds no duplicate rows.
+    """
+    with user_errors():
+        if ratio <= 0 or time_scale <= 0:
+            raise typer.BadParameter("--ratio and --time-scale must be above 0")
+        nodes_path = nodes or bundled_nodes_path()
+        pods_path = pods or bundled_pods_path()
+        trace_nodes = read_nodes(nodes_path)
+        trace_pods = read_pods(pods_path)
+        source = f"trace:{pods_path.stem}"
+        options = ReplayOptions(
+            mode=mode,
+            policy=policy,
+            seed=seed,
+            ratio=ratio,
+            time_scale=time_scale,
+            node_limit=node_limit,
+            source=source,
+        )
+        sim = SimulatedCluster(trace_nodes, trace_pods, options=options)
+        settings = store_settings(store)
+        run_id = run_id_of(nodes_path, pods_path, options)
+        typical = TypicalPods.from_shapes(
+            (pod_shape(p) for p in trace_pods), coverage=GpufragSettings().analysis.coverage
+        )
+        code = asyncio.run(
+            _replay(
+                sim, settings, typical, run_id=run_id, options=options, speed=speed, source=source
+            )
+        )
+    raise typer.Exit(code)
+
+
+async def _replay(
+    sim: SimulatedCluster,
+    settings: StoreSettings,
+    typical: TypicalPods,
+    *,
+    run_id: str,
+    options: ReplayOptions,
+    speed: float,
+    source: str,
+) -> int:
+    console = Console(stderr=True)
+    store: Store = await asyncio.to_thread(open_history, settings)
+    started = datetime.now(UTC)
+    await asyncio.to_thread(
+        store.insert,
+        "runs",
+        [
+            _run_row(
+                run_id,
+                status="running",
+                started=started,
+                source=source,
+                options=options,
+                summary={},
+            )
+        ],
+    )
+    sink = ClickHouseSink(lambda: open_store(settings), settings)
+    await sink.start()
+    output = StoreOutput(sink, run_id=run_id, track_arrivals=options.mode is TraceMode.FGD)
+    # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
+    # paper; a live cluster learns it from the pods it sees instead.
+    analysis = FragmentationAnalysis(settings=GpufragSettings().analysis, typical=typical)
+    pace = None
+    if speed > 0:
+        t0_wall = time.monotonic()
+        t0_event = sim.start
+
+        def pace_fn(at: datetime) -> float:
+            due = (at - t0_event).total_seconds() / speed
+            return due - (time.monotonic() - t0_wall)
+
+        pace = pace_fn
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = progress.add_task("replaying", total=None)
+
+    def on_progress(n: int, at: datetime) -> None:
+        if n % 500 == 0:
+            progress.update(task, description=f"{n:,} events, event time {at:%Y-%m-%d %H:%M:%S}")
+
+    runner = EmbeddedRunner(
+        source=sim.events(), output=output, analysis=analysis, pace=pace, on_progress=on_progress
+    )
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, runner.stop)
+    loop.add_signal_handler(signal.SIGTERM, runner.stop)
+    wall0 = time.monotonic()
+    try:
+        with progress:
+            await runner.run()
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
+        await sink.stop()
+    elapsed = time.monotonic() - wall0
+    snap = analysis.snapshot()
+    stats = sim.stats
+    summary: dict[str, object] = {
+        "events": runner.processed,
+        "failed_events": runner.failures,
+        "nodes": stats.nodes,
+        "pods": stats.pods,
+        "bound": stats.bound,
+        "failed_scheduling": stats.failed_attempts,
+        "deleted": stats.deleted,
+        "frag_amount_pct": round(snap.frag_amount_pct, 4),
+        "frag_ratio_pct": round(snap.frag_ratio_pct, 4),
+        "alloc_pct": round((snap.capacity_gpus - snap.idle_gpus) / snap.capacity_gpus * 100.0, 4)
+        if snap.capacity_gpus
+        else 0.0,
+        "unplaceable_pods": snap.unplaceable_pods,
+        "stranded_nodes": snap.stranded_nodes,
+        "signals": signal_counts(output.signals),
+        "elapsed_s": round(elapsed, 2),
+        "cluster_shaping": _shaping(options),
+    }
+    status = "interrupted" if runner.interrupted else "finished"
+    await asyncio.to_thread(
+        store.insert,
+        "runs",
+        [
+            _run_row(
+                run_id,
+                status=status,
+                started=started,
+                source=source,
+                options=options,
+                summary=summary,
+            )
+        ],
+    )
+    for table in RUN_TABLES:  # merge re-runs' duplicate keys now, not some time later
+        await asyncio.to_thread(store.command, f"OPTIMIZE TABLE {table} FINAL")
+    await asyncio.to_thread(store.close)
+    _print_summary(run_id, status, options, summary, settings.dsn or "")
+    return 130 if runner.interrupted else 0
+
+
+def _shaping(options: ReplayOptions) -> str:
+    parts = []
+    if options.mode is TraceMode.FGD:
+        parts.append(f"FGD protocol: arrivals only, padded to {options.ratio}x GPU capacity")
+    elif options.time_scale != 1.0:
+        parts.append(f"time compressed {options.time_scale}x")
+    else:
+        parts.append("trace's own timeline (the full cluster is rarely loaded)")
+    if options.node_limit:
+        parts.append(f"first {options.node_limit} nodes only")
+    return "; ".join(parts)
+
+
+def _print_summary(
+    run_id: str, status: str, options: ReplayOptions, summary: dict[str, object], dsn: str
+) -> None:
+    table = Table(title=f"gpufrag replay {run_id} ({status})", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    sig = summary["signals"]
+    assert isinstance(sig, dict)
+    rows = [
+        ("mode / policy / seed", f"{options.mode.value} / {options.policy} / {options.seed}"),
+        ("cluster shaping", str(summary["cluster_shaping"])),
+        ("nodes / pods", f"{summary['nodes']} / {summary['pods']}"),
+        (
+            "bound / failed attempts / deleted",
+            f"{summary['bound']} / {summary['failed_scheduling']} / {summary['deleted']}",
+        ),
+        ("events processed (failed)", f"{summary['events']} ({summary['failed_events']})"),
+        ("GPU allocated at end", f"{summary['alloc_pct']:.2f} %"),
+        (
+            "fragmentation at end",
+            f"{summary['frag_amount_pct']:.2f} % of GPUs, "
+            f"{summary['frag_ratio_pct']:.2f} % of idle",
+        ),
+        (
+            "unplaceable pending / stranded nodes at end",
+            f"{summary['unplaceable_pods']} / {summary['stranded_nodes']}",
+        ),
+    ]
+    for kind, states in sorted(sig.items()):
+        rows.append((f"signals: {kind}", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))))
+    rows += [("elapsed", f"{summary['elapsed_s']} s"), ("store", dsn)]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+    Console().print("Next: gpufrag sql --list, gpufrag explain POD, gpufrag report")

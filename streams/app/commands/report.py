@@ -1,0 +1,133 @@
+"""`gpufrag report`: one self-contained HTML page about a stored run, with PNG plots."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from connectors.clickhouse.store import Store
+from streams.app.commands.sql import latest_run
+from streams.app.errors import user_errors
+from streams.app.history import open_history, store_settings
+from streams.app.named_queries import QueryError
+from streams.app.report.data import FragPoint, ReportData, RunInfo, SignalRow, StrandedNode
+from streams.app.report.render import write_report
+
+MAX_CURVE_POINTS = 2000
+
+
+def load_report(store: Store, run_id: str) -> ReportData:
+    p = {"run_id": run_id}
+    runs = store.query(
+        "SELECT run_id, source, mode, policy, seed, status, started_at, summary "
+        "FROM runs FINAL WHERE run_id = {run_id:String}",
+        parameters=p,
+    )
+    if not runs.rows:
+        raise QueryError(f"no run {run_id!r} in the store")
+    r = dict(zip(runs.columns, runs.rows[0], strict=True))
+    run = RunInfo(
+        run_id=str(r["run_id"]),
+        source=str(r["source"]),
+        mode=str(r["mode"]),
+        policy=str(r["policy"]),
+        seed=int(str(r["seed"])),
+        status=str(r["status"]),
+        started_at=_aware(r["started_at"]),
+        summary=orjson.loads(str(r["summary"]) or "{}"),
+    )
+    by_arrival = run.mode == "fgd"
+    x_expr = "arrived_pct" if by_arrival else "toUnixTimestamp64Milli(ts) / 1000"
+    curve = store.query(
+        f"SELECT {x_expr} AS x, frag_amount_pct, frag_ratio_pct, alloc_pct "
+        "FROM cluster_frag FINAL WHERE run_id = {run_id:String} AND x IS NOT NULL ORDER BY ts",
+        parameters=p,
+    )
+    points = [
+        FragPoint(x=float(x), frag_amount_pct=a, frag_ratio_pct=rt, alloc_pct=al)
+        for x, a, rt, al in curve.rows
+    ]
+    step = max(1, len(points) // MAX_CURVE_POINTS)
+    pending = store.query(
+        "SELECT reason, uniqExact(pod) AS pods FROM pending_explanations FINAL "
+        "ARRAY JOIN mapKeys(reasons) AS reason WHERE run_id = {run_id:String} AND unplaceable = 1 "
+        "GROUP BY reason ORDER BY pods DESC, reason",
+        parameters=p,
+    )
+    stranded = store.query(
+        "SELECT scope_id, argMax(evidence, ts) AS ev FROM signals FINAL "
+        "WHERE run_id = {run_id:String} AND kind = 'stranded_gpus' AND state = 'open' "
+        "GROUP BY scope_id",
+        parameters=p,
+    )
+    nodes = []
+    for node, ev_text in stranded.rows:
+        ev = orjson.loads(str(ev_text))
+        nodes.append(
+            StrandedNode(
+                node=str(node),
+                pool=ev.get("pool"),
+                idle_gpus=ev.get("idle_gpu_milli", 0) / 1000,
+                lacks=tuple(ev.get("lacks", ())),
+            )
+        )
+    nodes.sort(key=lambda n: (-n.idle_gpus, n.node))
+    counts = store.query(
+        "SELECT kind, state, count() FROM signals FINAL WHERE run_id = {run_id:String} "
+        "GROUP BY kind, state ORDER BY kind, state",
+        parameters=p,
+    )
+    recent = store.query(
+        "SELECT opened_at, resolved_at, kind, scope_id, summary FROM signals FINAL "
+        "WHERE run_id = {run_id:String} ORDER BY ts DESC, kind, scope_id LIMIT 25",
+        parameters=p,
+    )
+    return ReportData(
+        run=run,
+        x_label="arrived GPU demand (% of capacity)" if by_arrival else "time",
+        x_is_time=not by_arrival,
+        frag_series=tuple(points[::step]),
+        pending_by_reason=tuple((str(a), int(b)) for a, b in pending.rows),
+        stranded_nodes=tuple(nodes[:15]),
+        signal_counts=tuple((str(k), str(s), int(n)) for k, s, n in counts.rows),
+        recent_signals=tuple(
+            SignalRow(
+                opened_at=_aware(o),
+                resolved_at=None if rs is None else _aware(rs),
+                kind=str(k),
+                scope_id=str(sc),
+                summary=str(sm),
+            )
+            for o, rs, k, sc, sm in recent.rows
+        ),
+        generated_at=datetime.now(UTC),
+    )
+
+
+def _aware(value: object) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {value!r}")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def report(
+    out: Annotated[Path, typer.Option(help="Where to write the HTML page.")] = Path(
+        "gpufrag-report.html"
+    ),
+    run: Annotated[str | None, typer.Option(help="Run id; default: the latest run.")] = None,
+    store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
+) -> None:
+    """Write a self-contained HTML page (PNG plots inside) about a stored run: fragmentation
+    and allocation over the run, pending pods by blocking reason, top stranded nodes, signals."""
+    with user_errors():
+        st = open_history(store_settings(store))
+        run_id = run or latest_run(st)
+        if run_id is None:
+            raise QueryError("the store has no runs yet; run `gpufrag replay` first")
+        data = load_report(st, run_id)
+        path = write_report(data, out)
+    typer.echo(f"wrote {path} (run {run_id})")

@@ -1,0 +1,1 @@
+"""Runners host the core operators: in-process (embedded) or on Faust over Kafka (distributed)."""

@@ -1,0 +1,231 @@
+"""The embedded runner: the core operators on bounded asyncio queues in one process.
+
+source -> [queue] -> profile join -> [queue] -> fragmentation analysis -> output
+
+Queues are bounded, so a slow output slows the source instead of growing memory. A stage that
+fails on one event counts the error, hands the event to the output's dead-letter path with the
+reason, and goes on. Stopping (``stop()``, e.g. on SIGINT) ends the source; everything already
+taken from it flows through every stage and the output before ``run`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from models import Envelope, Signal, TaskProfile
+from streams.fragmentation.analysis import ClusterFragmentation, FragmentationAnalysis
+from streams.fragmentation.pending import Explanation
+from streams.profiles.join import ProfileJoin, ProfileUpdate
+
+QUEUE_SIZE = 2048
+
+
+@dataclass(slots=True)
+class Emission:
+    """Everything one input event produced, in order (``env`` is None for the end of input)."""
+
+    at: datetime
+    env: Envelope | None
+    updates: list[ProfileUpdate] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+    explanations: dict[str, tuple[Explanation, TaskProfile]] | None = None
+    """Set when the pending queue was evaluated: every pending pod's current explanation."""
+    snapshot: tuple[datetime, ClusterFragmentation] | None = None
+    """The cluster's state at the end of the previous instant, once event time moved on."""
+
+
+@dataclass(slots=True)
+class Failure:
+    env: Envelope
+    stage: str
+    reason: str
+
+
+class Output(Protocol):
+    """Where emissions go (the history store, a test's list)."""
+
+    async def emit(self, item: Emission) -> None: ...
+
+    async def dead_letter(self, failure: Failure) -> None: ...
+
+    async def final(self, snapshot: tuple[datetime, ClusterFragmentation] | None) -> None: ...
+
+
+class StageMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events_in = Counter(
+            "gpufrag_stage_events_in_total", "Items taken by a stage", ["stage"], registry=registry
+        )
+        self.events_out = Counter(
+            "gpufrag_stage_events_out_total",
+            "Items a stage passed on",
+            ["stage"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "gpufrag_stage_errors_total", "Items a stage failed on", ["stage"], registry=registry
+        )
+        self.queue_depth = Gauge(
+            "gpufrag_queue_depth", "Items waiting in a queue", ["queue"], registry=registry
+        )
+        self.watermark = Gauge(
+            "gpufrag_stage_watermark_seconds",
+            "Latest event time a stage has seen (POSIX s)",
+            ["stage"],
+            registry=registry,
+        )
+
+
+_END = object()
+
+
+class EmbeddedRunner:
+    def __init__(
+        self,
+        *,
+        source: Iterator[Envelope],
+        output: Output,
+        analysis: FragmentationAnalysis,
+        registry: CollectorRegistry | None = None,
+        pace: Callable[[datetime], float] | None = None,
+        on_progress: Callable[[int, datetime], None] | None = None,
+    ) -> None:
+        """``pace`` maps an event time to wall seconds to wait before it (replay speed);
+        ``on_progress`` is called with the count and time of each event the analysis finished."""
+        self.source = source
+        self.output = output
+        self.join = ProfileJoin()
+        self.analysis = analysis
+        self.registry = registry or CollectorRegistry()
+        self.metrics = StageMetrics(self.registry)
+        self.pace = pace
+        self.on_progress = on_progress
+        self.processed = 0
+        self.failures = 0
+        self.interrupted = False
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop taking new events; what was taken still flows through."""
+        self.interrupted = True
+        self._stop.set()
+
+    async def run(self) -> None:
+        q1: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
+        q2: asyncio.Queue[object] = asyncio.Queue(QUEUE_SIZE)
+        tasks = [
+            asyncio.create_task(self._source(q1), name="source"),
+            asyncio.create_task(self._join(q1, q2), name="join"),
+            asyncio.create_task(self._analyse(q2), name="analysis"),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _source(self, out: asyncio.Queue[object]) -> None:
+        m = self.metrics
+        n = 0
+        try:
+            for env in self.source:
+                if self._stop.is_set():
+                    break
+                if self.pace is not None:
+                    wait_s = self.pace(env.event_time)
+                    if wait_s > 0:
+                        try:
+                            await asyncio.wait_for(self._stop.wait(), timeout=wait_s)
+                            break
+                        except TimeoutError:
+                            pass
+                m.events_in.labels("source").inc()
+                await out.put(env)
+                m.events_out.labels("source").inc()
+                m.queue_depth.labels("source->join").set(out.qsize())
+                n += 1
+                if n % 256 == 0:
+                    await asyncio.sleep(0)  # let the stages run between bursts
+        finally:
+            await out.put(_END)
+
+    async def _join(self, inq: asyncio.Queue[object], out: asyncio.Queue[object]) -> None:
+        m = self.metrics
+        while True:
+            item = await inq.get()
+            if item is _END:
+                await out.put(_END)
+                return
+            assert isinstance(item, Envelope)
+            m.events_in.labels("join").inc()
+            m.watermark.labels("join").set(item.event_time.timestamp())
+            try:
+                updates = self.join.apply(item)
+            except Exception as exc:  # one bad event must not stop the pipeline
+                m.errors.labels("join").inc()
+                self.failures += 1
+                await self.output.dead_letter(Failure(item, "join", f"{type(exc).__name__}: {exc}"))
+                continue
+            await out.put(Emission(at=item.event_time, env=item, updates=updates))
+            m.events_out.labels("join").inc()
+            m.queue_depth.labels("join->analysis").set(out.qsize())
+
+    async def _analyse(self, inq: asyncio.Queue[object]) -> None:
+        m = self.metrics
+        a = self.analysis
+        last_time: datetime | None = None
+        while True:
+            item = await inq.get()
+            if item is _END:
+                break
+            assert isinstance(item, Emission)
+            m.events_in.labels("analysis").inc()
+            at = item.at
+            m.watermark.labels("analysis").set(at.timestamp())
+            try:
+                if last_time is not None and at > last_time:
+                    item.snapshot = (last_time, a.snapshot())
+                evaluations = a.evaluations
+                for update in item.updates:
+                    item.signals += a.apply(update)
+                item.signals += a.advance(at)
+                if a.evaluations != evaluations:
+                    item.explanations = self._explanations()
+            except Exception as exc:  # the operator's state stays as it was before this event
+                m.errors.labels("analysis").inc()
+                self.failures += 1
+                assert item.env is not None
+                await self.output.dead_letter(
+                    Failure(item.env, "analysis", f"{type(exc).__name__}: {exc}")
+                )
+                continue
+            if last_time is None or at > last_time:
+                last_time = at
+            await self.output.emit(item)
+            m.events_out.labels("analysis").inc()
+            self.processed += 1
+            if self.on_progress is not None:
+                self.on_progress(self.processed, at)
+        final: tuple[datetime, ClusterFragmentation] | None = None
+        if not self.interrupted:
+            # the end of the input: evaluate what is outstanding, as a last event would
+            signals = a.flush()
+            if a.now is not None:
+                if signals:
+                    end = Emission(at=a.now, env=None, signals=signals)
+                    end.explanations = self._explanations()
+                    await self.output.emit(end)
+                final = (a.now, a.snapshot())
+        elif last_time is not None:
+            final = (last_time, a.snapshot())
+        await self.output.final(final)
+
+    def _explanations(self) -> dict[str, tuple[Explanation, TaskProfile]]:
+        a = self.analysis
+        return {k: (e, a.tasks[k]) for k, e in a.explanations.items() if k in a.tasks}
