@@ -175,7 +175,10 @@ def test_sigint_leaves_a_consistent_store(tmp_path: Path) -> None:
         text=True,
         env=gpufrag_env(dsn),
     )
-    time.sleep(6)
+    assert proc.stderr is not None
+    started = proc.stderr.readline()  # the replay says when it starts taking events
+    assert "replaying trace:openb_pod_list_default" in started, started
+    time.sleep(2)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr

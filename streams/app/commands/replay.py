@@ -229,6 +229,12 @@ async def _replay(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, runner.stop)
     loop.add_signal_handler(signal.SIGTERM, runner.stop)
+    console.print(
+        f"replaying {source} ({options.mode.value}, {options.policy}, seed {options.seed}) "
+        f"into {settings.dsn}, run {run_id}; Ctrl-C stops and keeps what was done",
+        highlight=False,
+        soft_wrap=True,
+    )
     wall0 = time.monotonic()
     try:
         with progress:

@@ -1,0 +1,236 @@
+"""Pure converters from models to row dicts, one per history table.
+
+Keys match the DDL in ``sql/migrations`` column for column, and every value is a pure function
+of the inputs (no clock, no random ids): a redelivered message gives the same row, which the
+ReplacingMergeTree keys collapse, so writes are idempotent without inventing ids here. JSON
+columns hold orjson output with sorted keys, so equal models give equal text.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from models import (
+    Action,
+    Envelope,
+    GpuSampleEvent,
+    NodeProfile,
+    Signal,
+    TaskProfile,
+    to_json,
+)
+
+__all__ = [
+    "EPOCH",
+    "Row",
+    "action_row",
+    "event_row",
+    "gpu_sample_row",
+    "json_text",
+    "node_profile_row",
+    "signal_row",
+    "task_profile_row",
+]
+
+Row = dict[str, object]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""The "zero" of a non-Nullable DateTime64 column, used in rows of removed tasks."""
+
+
+def json_text(value: BaseModel | Any) -> str:
+    """Canonical JSON text (sorted keys) of a model or a plain JSON value."""
+    if isinstance(value, BaseModel):
+        return to_json(value).decode()
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _utc(value: datetime, what: str) -> datetime:
+    # Same rule as the models: a naive time would be read in some local zone, silently.
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got naive {value!r}")
+    return value.astimezone(UTC)
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def event_row(run_id: str, env: Envelope, *, ingested_at: datetime) -> Row:
+    """One bus message for ``events``; ``ingested_at`` drives the table's 30-day TTL."""
+    return {
+        "run_id": run_id,
+        "id": env.id,
+        "kind": env.kind.value,
+        "key": env.key,
+        "event_time": env.event_time,
+        "source": env.source,
+        "schema_version": env.schema_version,
+        "payload": json_text(env.payload),
+        "ingested_at": _utc(ingested_at, "ingested_at"),
+    }
+
+
+def gpu_sample_row(run_id: str, env: Envelope) -> Row:
+    """One GPU sample for ``gpu_samples``; unknown metrics stay NULL, never zero."""
+    payload = env.payload
+    if not isinstance(payload, GpuSampleEvent):
+        raise TypeError(f"gpu_sample_row needs a gpu_sample envelope, got kind {payload.kind!r}")
+    sample = payload.sample
+    return {
+        "run_id": run_id,
+        "event_id": env.id,
+        "ts": env.event_time,
+        "node": sample.node,
+        "gpu_index": sample.gpu_index,
+        "uuid": sample.uuid,
+        "model": sample.model,
+        "memory_total_mib": _float(sample.memory_total_mib),
+        "memory_used_mib": _float(sample.memory_used_mib),
+        "utilization_pct": _float(sample.utilization_pct),
+        "xid": sample.xid,
+        "pod": sample.pod,
+        "namespace": sample.namespace,
+    }
+
+
+def node_profile_row(
+    run_id: str, name: str, profile: NodeProfile | None, *, at: datetime, seq: int
+) -> Row:
+    """A node profile snapshot; ``profile=None`` records the node's removal (removed=1, zero
+    counters, NULL pool and model, profile JSON ``null``)."""
+    ts = _utc(at, "at")
+    if profile is None:
+        return {
+            "run_id": run_id,
+            "ts": ts,
+            "seq": seq,
+            "node": name,
+            "pool": None,
+            "gpu_model": None,
+            "gpus": 0,
+            "gpu_milli_free": 0,
+            "gpus_full_free": 0,
+            "cpu_milli_free": 0,
+            "memory_mib_free": 0,
+            "unschedulable": 0,
+            "pods": 0,
+            "removed": 1,
+            "profile": "null",
+        }
+    if profile.name != name:
+        raise ValueError(f"node_profile_row for {name!r} got the profile of {profile.name!r}")
+    return {
+        "run_id": run_id,
+        "ts": ts,
+        "seq": seq,
+        "node": name,
+        "pool": profile.pool,
+        "gpu_model": profile.gpu_model,
+        "gpus": len(profile.gpus),
+        "gpu_milli_free": profile.gpu_milli_free_total,
+        "gpus_full_free": profile.full_free_gpus,
+        "cpu_milli_free": profile.cpu_milli_free,
+        "memory_mib_free": profile.memory_mib_free,
+        "unschedulable": int(profile.unschedulable),
+        "pods": len(profile.pods),
+        "removed": 0,
+        "profile": json_text(profile),
+    }
+
+
+def task_profile_row(
+    run_id: str, key: str, profile: TaskProfile | None, *, at: datetime, seq: int
+) -> Row:
+    """A task profile snapshot; ``profile=None`` records the pod's deletion (removed=1, zero
+    counters, empty phase, created_at at the epoch, NULL elsewhere, profile JSON ``null``)."""
+    ts = _utc(at, "at")
+    namespace, sep, pod_name = key.partition("/")
+    if not sep or not namespace or not pod_name or "/" in pod_name:
+        raise ValueError(f"task key {key!r} is not 'namespace/name'")
+    if profile is None:
+        return {
+            "run_id": run_id,
+            "ts": ts,
+            "seq": seq,
+            "pod": key,
+            "namespace": namespace,
+            "queue": None,
+            "tenant": None,
+            "phase": "",
+            "node": None,
+            "cpu_milli": 0,
+            "memory_mib": 0,
+            "gpu_count": 0,
+            "gpu_milli": 0,
+            "created_at": EPOCH,
+            "bound_at": None,
+            "wait_s": None,
+            "oom_count": 0,
+            "removed": 1,
+            "profile": "null",
+        }
+    if profile.key != key:
+        raise ValueError(f"task_profile_row for {key!r} got the profile of {profile.key!r}")
+    requests = profile.requests
+    return {
+        "run_id": run_id,
+        "ts": ts,
+        "seq": seq,
+        "pod": key,
+        "namespace": namespace,
+        "queue": profile.queue,
+        "tenant": profile.tenant,
+        "phase": profile.phase.value,
+        "node": profile.node,
+        "cpu_milli": requests.cpu_milli,
+        "memory_mib": requests.memory_mib,
+        "gpu_count": requests.gpu_count,
+        "gpu_milli": requests.gpu_milli,
+        "created_at": profile.created_at,
+        "bound_at": profile.bound_at,
+        "wait_s": profile.wait_s,
+        "oom_count": profile.oom_count,
+        "removed": 0,
+        "profile": json_text(profile),
+    }
+
+
+def signal_row(run_id: str, signal: Signal) -> Row:
+    """A signal in its current state; ``ts`` is when that state was reached (resolution time
+    for a resolved signal, opening time otherwise)."""
+    return {
+        "run_id": run_id,
+        "fingerprint": signal.fingerprint,
+        "kind": signal.kind.value,
+        "scope": signal.scope.value,
+        "scope_id": signal.scope_id,
+        "severity": signal.severity.value,
+        "state": signal.state,
+        "summary": signal.summary,
+        "evidence": json_text(signal.evidence),
+        "opened_at": signal.opened_at,
+        "resolved_at": signal.resolved_at,
+        "ts": signal.resolved_at if signal.resolved_at is not None else signal.opened_at,
+    }
+
+
+def action_row(run_id: str, action: Action) -> Row:
+    """One action audit record with its evidence as JSON text."""
+    return {
+        "run_id": run_id,
+        "id": action.id,
+        "kind": action.kind.value,
+        "mode": action.mode.value,
+        "outcome": action.outcome.value,
+        "target_scope": action.target_scope.value,
+        "target": action.target,
+        "signal_fingerprint": action.signal_fingerprint,
+        "reason": action.reason,
+        "evidence": json_text(action.evidence),
+        "created_at": action.created_at,
+    }

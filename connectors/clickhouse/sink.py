@@ -1,0 +1,521 @@
+"""The history sink: buffered, batched, retried writes to the store that never drop a row.
+
+Each table has its own buffer and background writer, so an outage of one table (or a slow
+one) does not hold the others back. A row leaves its buffer only once it is stored or
+dead-lettered; until then it counts towards ``max_buffered_rows`` (writers wait beyond it) and
+is what ``stop`` spools to disk when the store does not come back in time.
+
+When an insert fails the sink asks whether the store or the rows are at fault, by probing the
+table with a query that needs the table but no rows:
+
+- the probe fails, or the error is one ClickHouse raises for the store's state rather than
+  the data (read-only, out of disk, too many parts, overload, timeouts): an outage. The rows
+  stay buffered and the insert is retried with exponential backoff and jitter until it
+  succeeds;
+- the probe succeeds: some rows cannot be written. The batch is split in halves and each half
+  retried, down to single rows; a row that still fails ``row_attempts`` times goes to the
+  ``dead_letter`` table with the error as its reason. If even that insert fails, the store
+  cannot take writes after all and the row is retried as in an outage.
+
+Writes are idempotent without ids invented here: rows are pure functions of the messages and
+every table is a ReplacingMergeTree keyed on them, so a batch written twice (a retry after a
+reply was lost, or spooled rows re-sent after a stop that timed out mid-insert) collapses to
+one row per key. The dead letter's id is a hash of the table and the row for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from connectors.clickhouse.dsn import StoreError, check_identifier, default_spool_dir
+from connectors.clickhouse.spool import read_spool, write_spool
+from connectors.clickhouse.store import Store
+from models.settings import StoreSettings
+
+__all__ = ["DEAD_LETTER_TABLE", "ClickHouseSink", "dead_letter_row", "is_store_side_error"]
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_TABLE = "dead_letter"
+
+_State = Literal["new", "running", "stopping", "stopped"]
+
+
+def _row_json(row: Mapping[str, object]) -> str:
+    return orjson.dumps(
+        dict(row), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr
+    ).decode()
+
+
+# Errors about the store's state, never about the rows: the probe's query may well succeed
+# while these last, and splitting or dead-lettering would misfile good rows. ClickHouse names
+# the error in parentheses at the end of its message. "Too many parts" (merges lagging) is
+# matched by text: the same code also covers "Too many partitions for single INSERT block",
+# which is the batch's fault and is cured by splitting it.
+_STORE_SIDE_ERRORS = (
+    "(READONLY)",
+    "(TABLE_IS_READ_ONLY)",
+    "(NOT_ENOUGH_SPACE)",
+    "(TOO_MANY_SIMULTANEOUS_QUERIES)",
+    "(TIMEOUT_EXCEEDED)",
+    "(SOCKET_TIMEOUT)",
+    "(NETWORK_ERROR)",
+    "(ALL_CONNECTION_TRIES_FAILED)",
+    "Too many parts (",
+)
+
+
+def is_store_side_error(message: str) -> bool:
+    """True for errors that say the store cannot take writes now, whatever the rows."""
+    return any(marker in message for marker in _STORE_SIDE_ERRORS)
+
+
+def dead_letter_row(table: str, row: Mapping[str, object], reason: str) -> dict[str, object]:
+    """The ``dead_letter`` row for ``row`` of ``table``: its id depends only on the table and
+    the row, so writing the same dead letter twice leaves one row."""
+    text = _row_json(row)
+    digest = hashlib.sha1(f"{table}\x1f{text}".encode(), usedforsecurity=False).hexdigest()
+    return {
+        "id": digest,
+        "ts": datetime.now(UTC),
+        "target": table,
+        "reason": reason,
+        "row": text,
+    }
+
+
+@dataclass(slots=True)
+class _Item:
+    row: dict[str, object]
+    arrived: float
+    """Monotonic time it was buffered: the flush interval counts from the oldest row."""
+    origin: Path | None = None
+    """The spool file it was reloaded from; the file is removed once all its rows are out."""
+
+
+class _Buffer:
+    def __init__(self) -> None:
+        self.items: list[_Item] = []
+        self.lock = asyncio.Lock()
+        """Held while the head batch is written, so the background writer and flush() never
+        send the same rows twice."""
+        self.wake = asyncio.Event()
+        self.appended = 0
+        self.done = 0
+        self.task: asyncio.Task[None] | None = None
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.written = Counter(
+            "gpufrag_sink_rows_written_total",
+            "Rows stored in the history store, by table.",
+            ["table"],
+            registry=registry,
+        )
+        self.dead_lettered = Counter(
+            "gpufrag_sink_rows_dead_lettered_total",
+            "Rows that could not be written and went to the dead_letter table, by table.",
+            ["table"],
+            registry=registry,
+        )
+        self.insert_errors = Counter(
+            "gpufrag_sink_insert_errors_total",
+            "Failed insert attempts, by table.",
+            ["table"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            "gpufrag_sink_retries_total",
+            "Inserts retried after a backoff wait.",
+            registry=registry,
+        )
+        self.buffered = Gauge(
+            "gpufrag_sink_buffered_rows",
+            "Rows held in memory, not yet stored or dead-lettered.",
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "gpufrag_sink_last_success_timestamp_seconds",
+            "Unix time of the last successful insert.",
+            registry=registry,
+        )
+
+
+class ClickHouseSink:
+    """Async service writing row dicts to store tables; see the module docstring."""
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        settings: StoreSettings,
+        *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self._store_factory = store_factory
+        self._settings = settings
+        self._metrics = _Metrics(registry if registry is not None else CollectorRegistry())
+        self._store: Store | None = None
+        self._spool_dir: Path | None = None
+        self._state: _State = "new"
+        self._buffers: dict[str, _Buffer] = {}
+        self._buffered = 0
+        self._space = asyncio.Condition()
+        self._origins: dict[Path, int] = {}
+        self._written: dict[str, int] = {}
+        self._dead_lettered: dict[str, int] = {}
+        self._insert_errors: dict[str, int] = {}
+        self._retries = 0
+        self._spooled: Path | None = None
+        self._stopped = asyncio.Event()
+
+    # -- read-only views (for tests and status pages) -----------------------------------------
+
+    @property
+    def buffered_rows(self) -> int:
+        """Rows accepted by write() and not yet stored or dead-lettered."""
+        return self._buffered
+
+    def buffered_for(self, table: str) -> int:
+        buffer = self._buffers.get(table)
+        return len(buffer.items) if buffer else 0
+
+    @property
+    def written_rows(self) -> dict[str, int]:
+        """Rows stored per table by this sink (a retried batch counts again)."""
+        return dict(self._written)
+
+    @property
+    def dead_lettered_rows(self) -> dict[str, int]:
+        """Rows sent to the dead_letter table, per table they were meant for."""
+        return dict(self._dead_lettered)
+
+    @property
+    def insert_errors(self) -> dict[str, int]:
+        return dict(self._insert_errors)
+
+    @property
+    def retries(self) -> int:
+        return self._retries
+
+    @property
+    def spool_dir(self) -> Path | None:
+        """Where rows are spooled at stop (known once started)."""
+        return self._spool_dir
+
+    @property
+    def spooled_file(self) -> Path | None:
+        """The file stop() wrote its unwritten rows to, if it had to."""
+        return self._spooled
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store and reload rows a previous sink spooled; they are written like any
+        other buffered rows, and each spool file is removed once all its rows are out."""
+        if self._state != "new":
+            raise RuntimeError(f"start() on a sink that is {self._state}")
+        store = await asyncio.to_thread(self._store_factory)
+        self._store = store
+        configured = self._settings.spool_dir
+        self._spool_dir = (
+            Path(configured).expanduser() if configured else default_spool_dir(store.location)
+        )
+        files, bad = await asyncio.to_thread(read_spool, self._spool_dir)
+        for path, why in bad:
+            aside = path.with_name(path.name + ".unreadable")
+            await asyncio.to_thread(path.rename, aside)
+            log.error("spool file %s cannot be read (%s); kept as %s", path, why, aside)
+        self._state = "running"
+        for spool in files:
+            if not spool.rows:
+                await asyncio.to_thread(spool.path.unlink, missing_ok=True)
+                continue
+            self._origins[spool.path] = len(spool.rows)
+            for table, row in spool.rows:
+                self._append(table, [row], origin=spool.path)
+            log.info("re-sending %d spooled rows from %s", len(spool.rows), spool.path)
+
+    async def write(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
+        """Buffer rows for ``table``. Waits while ``max_buffered_rows`` are buffered (the store
+        is down or slower than the writers), so memory stays bounded and nothing is dropped."""
+        try:
+            check_identifier(table, "table")
+        except StoreError as exc:
+            raise ValueError(exc.message) from None
+        self._check_running()
+        pending = [dict(row) for row in rows]
+        limit = self._settings.max_buffered_rows
+        while pending:
+            async with self._space:
+                self._check_running()
+                await self._space.wait_for(
+                    lambda: self._buffered < limit or self._state != "running"
+                )
+                self._check_running()
+                take = pending[: limit - self._buffered]
+                pending = pending[len(take) :]
+                self._append(table, take)
+
+    async def flush(self) -> None:
+        """Write every row buffered when called; while the store is down this keeps retrying,
+        so bound it with asyncio.wait_for (or use stop(timeout_s=...)) if it must end."""
+        if self._store is None:
+            return
+        await asyncio.gather(
+            *(self._flush_table(table, buffer) for table, buffer in list(self._buffers.items()))
+        )
+
+    async def stop(self, *, timeout_s: float | None = None) -> None:
+        """Flush, then close the store. If the rows cannot all be written within ``timeout_s``
+        (None waits as long as it takes), the rest are spooled to disk for the next sink."""
+        if self._state == "new":
+            self._state = "stopped"
+            self._stopped.set()
+            return
+        if self._state in ("stopping", "stopped"):
+            await self._stopped.wait()
+            return
+        self._state = "stopping"
+        async with self._space:
+            self._space.notify_all()
+        cancelled = False
+        try:
+            await asyncio.wait_for(self.flush(), timeout_s)
+        except TimeoutError:
+            log.warning(
+                "the store did not take all rows within %.1fs; spooling %d rows",
+                timeout_s,
+                self._buffered,
+            )
+        except asyncio.CancelledError:
+            # Ctrl-C while stopping (asyncio.run cancels the main task): the buffered rows are
+            # still spooled before the cancellation goes on.
+            cancelled = True
+        except Exception:
+            log.exception("flush at stop failed; spooling the remaining rows")
+        try:
+            await self._cancel_writers()
+            await self._spool_remaining()
+        finally:
+            store, self._store = self._store, None
+            self._state = "stopped"
+            self._stopped.set()
+            if store is not None:
+                await asyncio.to_thread(store.close)
+        if cancelled:
+            raise asyncio.CancelledError
+
+    # -- buffering ----------------------------------------------------------------------------
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise RuntimeError(
+                "the sink is not running: start() it first"
+                if self._state == "new"
+                else f"the sink is {self._state}; rows are no longer accepted"
+            )
+
+    def _append(
+        self, table: str, rows: list[dict[str, object]], origin: Path | None = None
+    ) -> None:
+        if not rows:
+            return
+        buffer = self._buffers.get(table)
+        if buffer is None:
+            buffer = self._buffers[table] = _Buffer()
+            buffer.task = asyncio.create_task(
+                self._background(table, buffer), name=f"clickhouse-sink:{table}"
+            )
+        now = time.monotonic()
+        buffer.items.extend(_Item(row=row, arrived=now, origin=origin) for row in rows)
+        buffer.appended += len(rows)
+        self._buffered += len(rows)
+        self._metrics.buffered.set(self._buffered)
+        buffer.wake.set()
+
+    async def _release(self, taken: list[_Item]) -> None:
+        self._buffered -= len(taken)
+        self._metrics.buffered.set(self._buffered)
+        for item in taken:
+            if item.origin is None:
+                continue
+            left = self._origins.get(item.origin, 0) - 1
+            if left > 0:
+                self._origins[item.origin] = left
+                continue
+            self._origins.pop(item.origin, None)
+            await asyncio.to_thread(item.origin.unlink, missing_ok=True)
+            log.info("spooled rows of %s are all written; removed it", item.origin)
+        async with self._space:
+            self._space.notify_all()
+
+    async def _background(self, table: str, buffer: _Buffer) -> None:
+        """Write the head batch when it is full or its oldest row has waited flush_interval_s."""
+        batch_rows = self._settings.batch_rows
+        interval = self._settings.flush_interval_s
+        while True:
+            buffer.wake.clear()
+            if not buffer.items:
+                await buffer.wake.wait()
+                continue
+            wait = buffer.items[0].arrived + interval - time.monotonic()
+            if len(buffer.items) < batch_rows and wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(buffer.wake.wait(), wait)
+                continue
+            try:
+                await self._write_head(table, buffer)
+            except Exception:  # a bug must not kill the writer: the rows stay buffered
+                log.exception("writing %s failed unexpectedly; retrying", table)
+                await asyncio.sleep(self._settings.retry_max_s)
+
+    async def _flush_table(self, table: str, buffer: _Buffer) -> None:
+        target = buffer.appended
+        while buffer.done < target and buffer.items:
+            await self._write_head(table, buffer)
+
+    async def _write_head(self, table: str, buffer: _Buffer) -> None:
+        async with buffer.lock:
+            if not buffer.items:
+                return
+            taken = buffer.items[: self._settings.batch_rows]
+            await self._deliver(table, [item.row for item in taken])
+            del buffer.items[: len(taken)]
+            buffer.done += len(taken)
+            await self._release(taken)
+
+    async def _cancel_writers(self) -> None:
+        tasks = [b.task for b in self._buffers.values() if b.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _spool_remaining(self) -> None:
+        remaining = [
+            (table, item) for table, buffer in self._buffers.items() for item in buffer.items
+        ]
+        if remaining:
+            assert self._spool_dir is not None
+            directory = self._spool_dir
+            rows = [(table, item.row) for table, item in remaining]
+            try:
+                path = await asyncio.to_thread(write_spool, directory, rows)
+            except OSError as exc:
+                raise StoreError(
+                    f"{len(rows)} rows could not be written to the store nor spooled to "
+                    f"{directory}: {exc}"
+                ) from exc
+            self._spooled = path
+            log.warning("spooled %d unwritten rows to %s", len(rows), path)
+        # Rows reloaded from older spool files are now either stored or in the new file.
+        for origin in list(self._origins):
+            await asyncio.to_thread(origin.unlink, missing_ok=True)
+        self._origins.clear()
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    @property
+    def _open_store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the sink has no open store")
+        return self._store
+
+    async def _deliver(self, table: str, rows: list[dict[str, object]]) -> None:
+        """Return once every row is stored or dead-lettered; see the module docstring."""
+        delay = self._settings.retry_initial_s
+        row_failures = 0
+        outage = False
+        while True:
+            try:
+                await asyncio.to_thread(self._open_store.insert, table, rows)
+            except Exception as exc:
+                self._count_error(table)
+                reason = str(exc) or type(exc).__name__
+                if is_store_side_error(reason) or not await self._healthy(table):
+                    if not outage:
+                        log.warning("store outage writing %s, retrying: %s", table, reason)
+                        outage = True
+                elif len(rows) > 1:
+                    half = len(rows) // 2
+                    await self._deliver(table, rows[:half])
+                    await self._deliver(table, rows[half:])
+                    return
+                else:
+                    row_failures += 1
+                    if row_failures >= self._settings.row_attempts:
+                        problem = await self._dead_letter(table, rows[0], reason)
+                        if problem is None:
+                            return
+                        # Not even a dead letter could be written: the store is at fault.
+                        if not outage:
+                            log.warning(
+                                "cannot write a dead letter for a %s row (%s); treating it as "
+                                "a store outage and retrying the row",
+                                table,
+                                problem,
+                            )
+                            outage = True
+                        row_failures = 0
+                await self._backoff(delay)
+                delay = min(delay * 2, self._settings.retry_max_s)
+                continue
+            self._count_written(table, len(rows))
+            if outage:
+                log.info("store is back: wrote %d rows to %s", len(rows), table)
+            return
+
+    async def _healthy(self, table: str) -> bool:
+        """Does the store answer a query that needs ``table`` (and no rows)?"""
+        try:
+            await asyncio.to_thread(self._open_store.query, f"SELECT 1 FROM {table} LIMIT 0")
+        except Exception:
+            return False
+        return True
+
+    async def _dead_letter(
+        self, table: str, row: dict[str, object], reason: str
+    ) -> Exception | None:
+        """Write the row's dead letter; returns why that failed, or None once it is stored."""
+        letter = dead_letter_row(table, row, reason)
+        try:
+            await asyncio.to_thread(self._open_store.insert, DEAD_LETTER_TABLE, [letter])
+        except Exception as exc:
+            self._count_error(DEAD_LETTER_TABLE)
+            return exc
+        self._dead_lettered[table] = self._dead_lettered.get(table, 0) + 1
+        self._metrics.dead_lettered.labels(table=table).inc()
+        log.warning("dead-lettered a %s row: %s", table, reason)
+        return None
+
+    async def _backoff(self, delay: float) -> None:
+        self._retries += 1
+        self._metrics.retries.inc()
+        # Jitter spreads the retries of many writers (and tables) after an outage.
+        await asyncio.sleep(delay * (0.5 + random.random() / 2))
+
+    def _count_error(self, table: str) -> None:
+        self._insert_errors[table] = self._insert_errors.get(table, 0) + 1
+        self._metrics.insert_errors.labels(table=table).inc()
+
+    def _count_written(self, table: str, count: int) -> None:
+        self._written[table] = self._written.get(table, 0) + count
+        self._metrics.written.labels(table=table).inc(count)
+        self._metrics.last_success.set(time.time())

@@ -1,0 +1,386 @@
+"""A small synchronous handle on the history store, the same for chDB and a ClickHouse server.
+
+clickhouse-connect drives both backends through one client API, but chDB has no async client,
+so this wrapper is synchronous and the async sink calls it through ``asyncio.to_thread``.
+
+chDB hosts one engine per process and one process per store path: the engine holds an
+exclusive ``flock`` on ``<path>/status`` while it is open. Within a process one client per
+(path, database) is shared and reference-counted, so several components can "open" the same
+store, and the engine is released (another path may then be opened) when the last one closes.
+Every failure leaves this module as a :class:`StoreError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+
+from connectors.clickhouse.dsn import (
+    StoreError,
+    StoreLocation,
+    check_identifier,
+    default_store_dsn,
+    ensure_store_dir,
+    one_line,
+    parse_dsn,
+)
+from models.settings import StoreSettings
+
+__all__ = ["QueryResult", "Store", "StoreError", "open_store"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Column names and rows of a query, as plain Python values (UTC datetimes are aware)."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        """Rows keyed by column name, for comparisons and reports."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+class _Shared:
+    """One client, the lock that serializes calls on it, and how many Stores use it."""
+
+    def __init__(self, client: Any, key: tuple[str, str]) -> None:
+        self.client = client
+        self.key = key
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+_registry_lock = threading.Lock()
+_chdb_clients: dict[tuple[str, str], _Shared] = {}
+
+
+class Store:
+    """An open store bound to one database: every statement runs in it.
+
+    Calls are serialized with a lock: the chDB handle cannot interleave calls, and the sink's
+    worker threads share one Store."""
+
+    def __init__(self, location: StoreLocation, database: str, shared: _Shared) -> None:
+        self.location = location
+        self.database = database
+        self._shared = shared
+        self._closed = False
+
+    def describe(self) -> str:
+        """Where this store is, for messages (no password)."""
+        return self.location.describe()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
+        """Run a statement that returns no rows (DDL, OPTIMIZE, DETACH ...)."""
+        with self._call(sql) as client:
+            client.command(sql, parameters=dict(parameters) if parameters else None)
+
+    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+        """Run a query. Values are bound by the server: write ``{name:Type}`` placeholders in
+        ``sql`` and pass ``parameters={"name": value}``; nothing is pasted into the text."""
+        with self._call(sql) as client:
+            result = client.query(sql, parameters=dict(parameters) if parameters else None)
+            return QueryResult(
+                columns=list(result.column_names), rows=[tuple(r) for r in result.result_rows]
+            )
+
+    def insert(self, table: str, rows: Sequence[Mapping[str, object]]) -> int:
+        """Insert rows (dicts with the same keys) into ``table``; returns rows written.
+
+        Columns come from the first row's keys; a row with other keys is refused rather than
+        having its extra values dropped. Values go as Python objects: aware datetimes,
+        None for Nullable columns and dicts for Map columns are encoded by the driver."""
+        if not rows:
+            return 0
+        check_identifier(table, "table")
+        columns = list(rows[0].keys())
+        wanted = set(columns)
+        data: list[list[object]] = []
+        for index, row in enumerate(rows):
+            if row.keys() != wanted:
+                extra = sorted(set(row.keys()) - wanted)
+                missing = sorted(wanted - set(row.keys()))
+                raise StoreError(
+                    f"cannot insert into {table}: row {index} has other columns than the first "
+                    f"row (extra {extra}, missing {missing})"
+                )
+            data.append([row[c] for c in columns])
+        with self._call(f"insert into {table}", insert=True) as client:
+            client.insert(table, data, column_names=columns, database=self.database)
+        return len(data)
+
+    def close(self) -> None:
+        """Release this Store; the client (and chDB's engine) closes with its last user."""
+        if self._closed:
+            return
+        self._closed = True
+        _release(self._shared)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _call(self, what: str, *, insert: bool = False) -> Iterator[Any]:
+        if self._closed:
+            raise StoreError(f"the store at {self.describe()} is closed")
+        with self._shared.lock:
+            capture = _capture_serialization_errors() if insert else contextlib.nullcontext(None)
+            with capture as captured:
+                try:
+                    yield self._shared.client
+                except StoreError:
+                    raise
+                except Exception as exc:
+                    raise StoreError(_failure_text(what, exc, captured)) from exc
+
+
+def _failure_text(what: str, exc: BaseException, captured: list[str] | None) -> str:
+    """The driver's message, plus what its serializer said about the column when a value
+    could not be encoded (otherwise the error may not even name the column)."""
+    detail = one_line(str(exc)) or type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause) and str(cause) not in detail:
+        detail = f"{detail} ({one_line(str(cause))})"
+    if captured:
+        detail = f"{captured[-1]}: {detail}"
+    if what.startswith("insert into "):
+        return f"cannot {what}: {detail}"
+    return detail
+
+
+# clickhouse-connect logs "Error serializing column `x` into data type `T`" with a traceback
+# when a value cannot be encoded, then raises an error that may not name the column. Inside
+# Store.insert the line is captured into the StoreError (and so into a dead letter's reason)
+# instead of being printed.
+_capture_local = threading.local()
+
+
+class _SerializationFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        sink: list[str] | None = getattr(_capture_local, "sink", None)
+        if sink is None:
+            return True
+        message = record.getMessage()
+        sink.append(message.replace("Error serializing column", "column", 1))
+        return False
+
+
+logging.getLogger("clickhouse_connect.driver.transform").addFilter(_SerializationFilter())
+
+
+@contextlib.contextmanager
+def _capture_serialization_errors() -> Iterator[list[str]]:
+    captured: list[str] = []
+    _capture_local.sink = captured
+    try:
+        yield captured
+    finally:
+        _capture_local.sink = None
+
+
+def open_store(settings: StoreSettings) -> Store:
+    """Open the store the settings name, create its database if missing, and bind to it.
+
+    Raises StoreError with one line for every way this can fail: a bad DSN, an unusable path,
+    a store held by another process, an unreachable server."""
+    location = parse_dsn(settings.dsn or default_store_dsn())
+    database = check_identifier(location.database or settings.database)
+    if location.kind == "chdb":
+        return _open_chdb(location, database)
+    return _open_server(location, database)
+
+
+def _open_chdb(location: StoreLocation, database: str) -> Store:
+    path = ensure_store_dir(location)
+    key = (os.path.realpath(path), database)
+    with _registry_lock:
+        shared = _chdb_clients.get(key)
+        if shared is None:
+            client = _connect_chdb(path)
+            try:
+                _use_database(client, database, location)
+            except BaseException:
+                client.close()
+                raise
+            shared = _Shared(client, key)
+            _chdb_clients[key] = shared
+        shared.users += 1
+    return Store(location, database, shared)
+
+
+def _connect_chdb(path: Path) -> Any:
+    failure: Exception | None = None
+    with _engine_stderr() as engine_said:
+        try:
+            client = clickhouse_connect.get_client(dsn=f"chdb://{path}", tz_mode="aware")
+        except Exception as exc:
+            failure = exc
+    if failure is None:
+        for text in engine_said:  # not ours to hide when the store opened
+            sys.stderr.write(text)
+        return client
+    raise StoreError(_chdb_open_failure(path, str(failure), engine_said)) from failure
+
+
+@contextlib.contextmanager
+def _engine_stderr() -> Iterator[list[str]]:
+    """Collect what the engine writes to file descriptor 2 while it starts.
+
+    When chDB cannot start on a directory (a damaged store, say) the exception only reads
+    "Error initializing EmbeddedServer"; the reason is printed by the C++ engine straight to
+    stderr. Catching it lets the one-line error carry the reason. The caller gets the text
+    and puts it back on stderr when the store opened after all. (File descriptor 2 is the
+    process's, so anything another thread prints in these milliseconds is collected too.)"""
+    said: list[str] = []
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield said
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            text = capture.read().decode(errors="replace")
+            if text.strip():
+                said.append(text)
+
+
+def _chdb_open_failure(path: Path, text: str, engine_said: Sequence[str] = ()) -> str:
+    """Tell the three ways chDB refuses a path apart: this process holds another store,
+    another process holds this one, or the engine could not start on what is there."""
+    if "already initialized with path" in text:
+        other = _between(text, "with path '", "'") or "another path"
+        return (
+            f"cannot open the store at {path}: this process already has the store at {other} "
+            "open, and chDB allows one store per process; close it first"
+        )
+    holder = _lock_holder(path)
+    if holder is not None:
+        return (
+            f"the store at {path} is in use by another gpufrag process{holder}; wait for it "
+            "to finish or use a server DSN (GPUFRAG_STORE__DSN=http://...)"
+        )
+    reason = one_line(text.split("Failed to create connection:", 1)[-1])
+    for said in engine_said:
+        start = said.find("Code: ")
+        if start >= 0:
+            reason = one_line(said[start:])
+            break
+    return (
+        f"cannot open the store at {path}: {reason}; if the directory is damaged, move it "
+        "aside (or point GPUFRAG_STORE__DSN elsewhere)"
+    )
+
+
+def _lock_holder(path: Path) -> str | None:
+    """None if nobody holds the engine's lock on ``<path>/status``, else " (pid N)" or ""."""
+    status = path / "status"
+    try:
+        fd = os.open(status, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return None
+            try:
+                first = os.read(fd, 200).decode(errors="replace").splitlines()
+            except OSError:
+                first = []
+            pid = next((ln.split(":", 1)[1].strip() for ln in first if ln.startswith("PID:")), "")
+            return f" (pid {pid})" if pid else ""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _between(text: str, start: str, end: str) -> str | None:
+    _, sep, tail = text.partition(start)
+    if not sep:
+        return None
+    value, sep, _ = tail.partition(end)
+    return value if sep else None
+
+
+def _open_server(location: StoreLocation, database: str) -> Store:
+    try:
+        client = clickhouse_connect.get_client(
+            host=location.host,
+            port=location.port,
+            username=location.user,
+            password=location.password,
+            secure=location.secure,
+            tz_mode="aware",
+            # Statements are serialized by Store and carry the database, so no server session
+            # is needed; a session would also make concurrent calls fail with SESSION_IS_LOCKED.
+            autogenerate_session_id=False,
+        )
+    except Exception as exc:
+        raise StoreError(
+            f"cannot reach the store at {location.describe()}: {one_line(str(exc))}"
+        ) from exc
+    try:
+        _use_database(client, database, location)
+    except BaseException:
+        client.close()
+        raise
+    shared = _Shared(client, ("", database))
+    shared.users = 1
+    return Store(location, database, shared)
+
+
+def _use_database(client: Any, database: str, location: StoreLocation) -> None:
+    """Create the database if missing and make it the client's default, so migrations and
+    queries can name tables without a database prefix (checked to work with chDB too)."""
+    try:
+        client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+        client.database = database
+    except Exception as exc:
+        raise StoreError(
+            f"cannot use database {database} in the store at {location.describe()}: "
+            f"{one_line(str(exc))}"
+        ) from exc
+
+
+def _release(shared: _Shared) -> None:
+    with _registry_lock:
+        shared.users -= 1
+        if shared.users > 0:
+            return
+        if _chdb_clients.get(shared.key) is shared:
+            del _chdb_clients[shared.key]
+    with shared.lock:
+        try:
+            shared.client.close()
+        except Exception:  # closing must not turn a clean shutdown into a failure
+            log.debug("error closing the store client", exc_info=True)
