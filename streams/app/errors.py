@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
-from connectors.clickhouse.dsn import StoreError
 
+from connectors.clickhouse.dsn import StoreError
 from connectors.trace.alibaba_csv import TraceFormatError
 from connectors.trace.published import PublishedResultsError
 from connectors.trace.simulated_cluster import TraceReplayError

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import orjson
+
 from connectors.clickhouse.rows import (
     event_row,
     gpu_sample_row,
@@ -15,7 +16,6 @@ from connectors.clickhouse.rows import (
     task_profile_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
-
 from models import GpuSampleEvent, PodEvent, TaskProfile, to_json
 from streams.fragmentation.analysis import ClusterFragmentation
 from streams.fragmentation.pending import Explanation
