@@ -80,6 +80,20 @@ class StageMetrics:
             ["stage"],
             registry=registry,
         )
+        self.lag = Gauge(
+            "gpufrag_stage_lag_seconds",
+            "How far a stage is behind the source, in event time",
+            ["stage"],
+            registry=registry,
+        )
+        self._source_watermark = 0.0
+
+    def saw(self, stage: str, event_time_s: float) -> None:
+        self.watermark.labels(stage).set(event_time_s)
+        if stage == "source":
+            self._source_watermark = max(self._source_watermark, event_time_s)
+        else:
+            self.lag.labels(stage).set(max(0.0, self._source_watermark - event_time_s))
 
 
 _END = object()
@@ -146,6 +160,7 @@ class EmbeddedRunner:
                         except TimeoutError:
                             pass
                 m.events_in.labels("source").inc()
+                m.saw("source", env.event_time.timestamp())
                 await out.put(env)
                 m.events_out.labels("source").inc()
                 m.queue_depth.labels("source->join").set(out.qsize())
@@ -164,7 +179,7 @@ class EmbeddedRunner:
                 return
             assert isinstance(item, Envelope)
             m.events_in.labels("join").inc()
-            m.watermark.labels("join").set(item.event_time.timestamp())
+            m.saw("join", item.event_time.timestamp())
             try:
                 updates = self.join.apply(item)
             except Exception as exc:  # one bad event must not stop the pipeline
@@ -187,7 +202,7 @@ class EmbeddedRunner:
             assert isinstance(item, Emission)
             m.events_in.labels("analysis").inc()
             at = item.at
-            m.watermark.labels("analysis").set(at.timestamp())
+            m.saw("analysis", at.timestamp())
             try:
                 if last_time is not None and at > last_time:
                     item.snapshot = (last_time, a.snapshot())

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from matplotlib.image import imread
 
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
@@ -21,6 +22,7 @@ from streams.fragmentation.analysis import FragmentationAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import ProfileJoin
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag, gpufrag_env, store_at
+from tests.app.test_report_browser import chromium
 
 NODE_LIMIT = 40
 TABLES = (
@@ -145,6 +147,18 @@ def test_every_named_query_answers_and_report_renders(replayed: str, tmp_path: P
     out = gpufrag(replayed, "report", "--out", str(page))
     assert out.returncode == 0, out.stderr
     assert page.read_text().count("data:image/png;base64,") == 3
+
+
+@pytest.mark.browser
+def test_report_of_a_real_replay_renders_in_chromium(replayed: str, tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    assert gpufrag(replayed, "report", "--out", str(page)).returncode == 0
+    dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+    assert 'data-images-loaded="3/3"' in dom
+    shot = tmp_path / "shot.png"
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri())
+    pixels = imread(shot)
+    assert pixels.std() > 0.01  # not a blank page
 
 
 def test_second_replay_adds_no_rows(replayed: str) -> None:

@@ -68,6 +68,13 @@ async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Pat
     await asyncio.wait_for(run, 120)
     await sink.stop()
     assert sink.retries > 0
+    reg = runner.registry
+    assert reg.get_sample_value("gpufrag_stage_events_in_total", {"stage": "analysis"}) == (
+        runner.processed
+    )
+    assert reg.get_sample_value("gpufrag_stage_errors_total", {"stage": "join"}) in (None, 0.0)
+    assert reg.get_sample_value("gpufrag_queue_depth", {"queue": "join->analysis"}) is not None
+    assert reg.get_sample_value("gpufrag_stage_lag_seconds", {"stage": "analysis"}) == 0.0
     assert sink.dead_lettered_rows == {}
     events = int(str(store.query("SELECT count() FROM events FINAL").rows[0][0]))
     assert events == runner.processed

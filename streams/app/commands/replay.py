@@ -12,6 +12,7 @@ from typing import Annotated
 
 import orjson
 import typer
+from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -127,6 +128,14 @@ def replay(
             "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve Prometheus metrics (stages, queues, sink) on this port while replaying.",
+        ),
+    ] = None,
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
 
@@ -160,7 +169,14 @@ def replay(
         )
         code = asyncio.run(
             _replay(
-                sim, settings, typical, run_id=run_id, options=options, speed=speed, source=source
+                sim,
+                settings,
+                typical,
+                run_id=run_id,
+                options=options,
+                speed=speed,
+                source=source,
+                metrics_port=metrics_port,
             )
         )
     raise typer.Exit(code)
@@ -175,6 +191,7 @@ async def _replay(
     options: ReplayOptions,
     speed: float,
     source: str,
+    metrics_port: int | None,
 ) -> int:
     console = Console(stderr=True)
     store: Store = await asyncio.to_thread(open_history, settings)
@@ -193,7 +210,8 @@ async def _replay(
             )
         ],
     )
-    sink = ClickHouseSink(lambda: open_store(settings), settings)
+    registry = CollectorRegistry()
+    sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
     await sink.start()
     output = StoreOutput(sink, run_id=run_id, track_arrivals=options.mode is TraceMode.FGD)
     # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
@@ -224,8 +242,15 @@ async def _replay(
             progress.update(task, description=f"{n:,} events, event time {at:%Y-%m-%d %H:%M:%S}")
 
     runner = EmbeddedRunner(
-        source=sim.events(), output=output, analysis=analysis, pace=pace, on_progress=on_progress
+        source=sim.events(),
+        output=output,
+        analysis=analysis,
+        pace=pace,
+        on_progress=on_progress,
+        registry=registry,
     )
+    if metrics_port is not None:
+        start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, runner.stop)
     loop.add_signal_handler(signal.SIGTERM, runner.stop)
