@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -60,7 +61,7 @@ def explain(
     console.print(f"verdict: {verdict}; {row['nodes_checked']} nodes checked")
     reasons = row["reasons"]
     assert isinstance(reasons, dict)
-    t = Table(title="blocking reasons (a node can count for several)")
+    t = Table(title="blocking reasons", caption="a node can count for several", box=box.SIMPLE_HEAD)
     t.add_column("reason")
     t.add_column("nodes", justify="right")
     for reason, n in sorted(reasons.items(), key=lambda kv: (-int(kv[1]), kv[0])):
@@ -68,15 +69,11 @@ def explain(
     console.print(t)
     near = json.loads(str(row["near_misses"]))
     if near:
-        t = Table(title="closest nodes")
-        for col in (
-            "node",
-            "blocked by",
-            "missing CPU (m)",
-            "missing memory (MiB)",
-            "missing GPUs",
-        ):
-            t.add_column(col)
+        t = Table(title="closest nodes, and what each lacks", box=box.SIMPLE_HEAD)
+        t.add_column("node", no_wrap=True)
+        t.add_column("blocked by")
+        for col in ("CPU (m)", "memory (MiB)", "GPUs"):
+            t.add_column(col, justify="right")
         for m in near:
             t.add_row(
                 m["node"],
