@@ -15,6 +15,7 @@ from streams.app.commands.bench import bench
 from streams.app.commands.experiment import experiment
 from streams.app.commands.explain import explain
 from streams.app.commands.frag import frag
+from streams.app.commands.nvml_sample import nvml_sample
 from streams.app.commands.replay import replay
 from streams.app.commands.report import report
 from streams.app.commands.sql import sql
@@ -35,6 +36,7 @@ app.command()(report)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)
+app.command("nvml-sample")(nvml_sample)
 
 
 def main() -> None:

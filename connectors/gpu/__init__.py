@@ -1,0 +1,1 @@
+"""GPU telemetry sources: the NVML node sampler (and, later, the DCGM exporter scraper)."""

@@ -1,0 +1,70 @@
+"""One GPU's NVML readings as plain values, and their mapping to GpuSample.
+
+Kept apart from the NVML calls so the mapping is tested on real readings (the H200 fixtures)
+on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from models import GpuSample
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUse:
+    pid: int
+    used_bytes: int | None  # None: the driver would not say (e.g. in some containers)
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    pod: str
+    container: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmlReading:
+    index: int
+    uuid: str | None
+    name: str | None
+    memory_total_bytes: int | None
+    memory_used_bytes: int | None
+    memory_reserved_bytes: int | None = None
+    gpu_util_pct: float | None = None
+    memory_util_pct: float | None = None
+    ecc_uncorrected_volatile: int | None = None
+    mig_enabled: bool | None = None
+    xid: int | None = None
+    processes: tuple[ProcessUse, ...] = field(default=())
+
+
+def _mib(value: int | None) -> float | None:
+    return None if value is None else value / MIB
+
+
+def to_sample(
+    node: str, reading: NvmlReading, *, pod_of_pid: Callable[[int], PodRef | None]
+) -> GpuSample:
+    """A card-level sample; it names a pod only when every process on the card belongs to one
+    pod, the same whole-card attribution dcgm-exporter makes."""
+    pods = {pod_of_pid(p.pid) for p in reading.processes}
+    owner = next(iter(pods)) if len(pods) == 1 else None
+    return GpuSample(
+        node=node,
+        gpu_index=reading.index,
+        uuid=reading.uuid,
+        model=reading.name,
+        memory_total_mib=_mib(reading.memory_total_bytes),
+        memory_used_mib=_mib(reading.memory_used_bytes),
+        memory_reserved_mib=_mib(reading.memory_reserved_bytes),
+        utilization_pct=reading.gpu_util_pct,
+        xid=reading.xid,
+        pod=owner.pod if owner else None,
+        namespace=owner.namespace if owner else None,
+        container=owner.container if owner else None,
+    )
