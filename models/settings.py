@@ -12,7 +12,13 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["AnalysisSettings", "GpufragSettings", "StoreSettings", "TraceSettings"]
+__all__ = [
+    "AnalysisSettings",
+    "GpufragSettings",
+    "KafkaSettings",
+    "StoreSettings",
+    "TraceSettings",
+]
 
 
 class _Group(BaseModel):
@@ -64,6 +70,15 @@ class StoreSettings(_Group):
     user's data directory for a server DSN."""
 
 
+class KafkaSettings(_Group):
+    bootstrap: str = "127.0.0.1:9092"
+    """Kafka bootstrap servers, comma-separated host:port."""
+    topic_prefix: str = ""
+    """Prepended to every topic name (one cluster, several gpufrag installations or tests)."""
+    replication: Annotated[int, Field(ge=1)] = 1
+    """Replication factor for topics gpufrag creates; 3 on a real cluster."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -72,3 +87,4 @@ class GpufragSettings(BaseSettings):
     analysis: AnalysisSettings = AnalysisSettings()
     trace: TraceSettings = TraceSettings()
     store: StoreSettings = StoreSettings()
+    kafka: KafkaSettings = KafkaSettings()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,29 @@ def trace_dir(shared_dir: Path) -> Path:
 def published_dir(shared_dir: Path) -> Path:
     """The FGD simulator's published results for the same workloads."""
     return shared_dir / "traces" / "fgd-expected"
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real broker per test session: the one .ci/run started (GPUFRAG_TEST_KAFKA), or a
+    broker started here through deploy/local/kafka.sh and stopped at the end."""
+    given = os.environ.get("GPUFRAG_TEST_KAFKA")
+    if given:
+        yield given
+        return
+    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(tmp_path_factory.mktemp("kafka"))}
+    script = REPO_ROOT / "deploy" / "local" / "kafka.sh"
+    out = subprocess.run(
+        ["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, f"kafka.sh start failed:\n{out.stderr}"
+    try:
+        yield out.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, timeout=120, check=False)
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """Each test its own topics on the shared broker."""
+    return f"t{uuid.uuid4().hex[:10]}."

@@ -16,6 +16,7 @@ from streams.app.commands.experiment import experiment
 from streams.app.commands.explain import explain
 from streams.app.commands.frag import frag
 from streams.app.commands.nvml_sample import nvml_sample
+from streams.app.commands.publish import publish
 from streams.app.commands.replay import replay
 from streams.app.commands.report import report
 from streams.app.commands.sql import sql
@@ -33,6 +34,7 @@ app.command()(replay)
 app.command()(sql)
 app.command()(explain)
 app.command()(report)
+app.command()(publish)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)

@@ -1,0 +1,1 @@
+"""Kafka edges: topic administration and the producer that publishes events onto the bus."""

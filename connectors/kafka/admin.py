@@ -1,0 +1,61 @@
+"""Creating the declared topics with the settings a real cluster would use, idempotently."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+
+class TopicMismatch(RuntimeError):
+    """An existing topic has fewer partitions than declared: keyed state would move."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRequest:
+    name: str
+    partitions: int
+    configs: Mapping[str, str]
+
+
+async def ensure_topics(
+    bootstrap: str, topics: Iterable[TopicRequest], *, replication: int = 1
+) -> list[str]:
+    """Create the missing topics; returns the names created now. Existing topics are checked,
+    not altered: a partition count below the declared one is an error, never silently used."""
+    wanted = list(topics)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpufrag-admin")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [
+            NewTopic(
+                name=t.name,
+                num_partitions=t.partitions,
+                replication_factor=replication,
+                topic_configs=dict(t.configs),
+            )
+            for t in wanted
+            if t.name not in existing
+        ]
+        created: list[str] = []
+        if new:
+            try:
+                await admin.create_topics(new)
+                created = [t.name for t in new]
+            except TopicAlreadyExistsError:  # a concurrent creator won: check below
+                created = []
+        described = await admin.describe_topics([t.name for t in wanted])
+        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        short = [
+            f"{t.name} has {counts.get(t.name, 0)} partitions, {t.partitions} declared"
+            for t in wanted
+            if counts.get(t.name, 0) < t.partitions
+        ]
+        if short:
+            raise TopicMismatch("; ".join(short))
+        return created
+    finally:
+        await admin.close()

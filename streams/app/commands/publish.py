@@ -1,0 +1,104 @@
+"""`gpufrag publish`: put a trace replay, or a file of events, onto the Kafka input topics, so
+the distributed runner can be driven without a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from connectors.kafka.admin import TopicRequest, ensure_topics
+from connectors.kafka.publisher import EventPublisher
+from connectors.trace.alibaba_csv import read_nodes, read_pods
+from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
+from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
+from models import Envelope, GpufragSettings, from_json
+from streams.app.errors import user_errors
+from streams.app.options import NodesOption, PodsOption
+from streams.distributed import topics
+
+
+def topic_requests(prefix: str) -> list[TopicRequest]:
+    return [TopicRequest(t.full_name(prefix), t.partitions, t.configs) for t in topics.ALL]
+
+
+def read_events(path: Path, rejected: list[str]) -> Iterator[Envelope]:
+    """Envelopes from a JSON-lines file; a bad line is reported with its number and skipped."""
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield from_json(Envelope, line)
+            except (ValidationError, ValueError) as exc:
+                first = str(exc).splitlines()[0]
+                rejected.append(f"{path.name}:{n}: {first}")
+
+
+def publish(
+    file: Annotated[
+        Path | None, typer.Option(help="JSON lines of event envelopes; default: a trace replay.")
+    ] = None,
+    nodes: NodesOption = None,
+    pods: PodsOption = None,
+    mode: Annotated[TraceMode, typer.Option(help="Replay mode (see gpufrag replay).")] = (
+        TraceMode.FGD
+    ),
+    policy: Annotated[str, typer.Option(help="Placement policy of the replay.")] = "fgd",
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the replay.")] = 42,
+    node_limit: Annotated[
+        int | None, typer.Option(min=1, help="Use only the first N nodes of the trace.")
+    ] = None,
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
+    ] = None,
+) -> None:
+    """Send events onto the input topics (created if missing), keyed for the workers."""
+    settings = GpufragSettings().kafka
+    boot = bootstrap or settings.bootstrap
+    pre = settings.topic_prefix if prefix is None else prefix
+    rejected: list[str] = []
+    with user_errors():
+        if file is not None:
+            source: Iterator[Envelope] = read_events(file, rejected)
+        else:
+            sim = SimulatedCluster(
+                read_nodes(nodes or bundled_nodes_path()),
+                read_pods(pods or bundled_pods_path()),
+                options=ReplayOptions(
+                    mode=mode,
+                    policy=policy,
+                    seed=seed,
+                    node_limit=node_limit,
+                    source=f"trace:{(pods or bundled_pods_path()).stem}",
+                ),
+            )
+            source = sim.events()
+        sent = asyncio.run(_publish(boot, pre, source, settings.replication))
+    for line in rejected[:20]:
+        typer.echo(f"gpufrag: rejected {line}", err=True)
+    typer.echo(f"published {sent} events to {boot} (prefix {pre!r}); rejected {len(rejected)}")
+    if rejected:
+        raise typer.Exit(1)
+
+
+async def _publish(bootstrap: str, prefix: str, source: Iterator[Envelope], rf: int) -> int:
+    await ensure_topics(bootstrap, topic_requests(prefix), replication=rf)
+    pub = EventPublisher(
+        bootstrap,
+        topic_of={k.value: t.full_name(prefix) for k, t in topics.INPUT_BY_KIND.items()},
+    )
+    await pub.start()
+    try:
+        for env in source:
+            await pub.publish(env)
+    finally:
+        await pub.stop()
+    return pub.sent

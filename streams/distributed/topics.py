@@ -1,0 +1,64 @@
+"""Every Kafka topic gpufrag uses, declared once: name, key, partitions, retention, compaction.
+
+Keys put state where its joins need it: node-scoped streams (nodes, GPU samples, pod bindings
+repartitioned by node) are keyed by node name, so one partition holds everything about a node;
+pod streams by "namespace/name". The cluster-wide view reads one low-rate partition of capacity
+deltas, never the high-rate streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models import EventKind
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    key: str  # what the record key is, for people and for the producers
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def full_name(self, prefix: str) -> str:
+        return f"{prefix}{self.name}"
+
+
+def _delete(days: int) -> dict[str, str]:
+    return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS)}
+
+
+PODS = TopicSpec("gpufrag.pods", 12, "namespace/name", _delete(7))
+NODES = TopicSpec(
+    "gpufrag.nodes",
+    12,
+    "node name",
+    {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+)
+SCHEDULER_EVENTS = TopicSpec("gpufrag.scheduler-events", 12, "namespace/name or node", _delete(3))
+GPU_SAMPLES = TopicSpec("gpufrag.gpu-samples", 12, "node name", _delete(1))
+NODE_BINDINGS = TopicSpec("gpufrag.node-bindings", 12, "node name", _delete(7))
+CAPACITY_DELTAS = TopicSpec("gpufrag.capacity-deltas", 1, "node name or namespace/name", _delete(7))
+SIGNALS = TopicSpec("gpufrag.signals", 3, "signal fingerprint", _delete(30))
+ACTIONS = TopicSpec("gpufrag.actions", 3, "action id", _delete(90))
+DEAD_LETTER = TopicSpec("gpufrag.dead-letter", 3, "source topic", _delete(14))
+
+ALL = (
+    PODS,
+    NODES,
+    SCHEDULER_EVENTS,
+    GPU_SAMPLES,
+    NODE_BINDINGS,
+    CAPACITY_DELTAS,
+    SIGNALS,
+    ACTIONS,
+    DEAD_LETTER,
+)
+INPUT_BY_KIND = {
+    EventKind.POD: PODS,
+    EventKind.NODE: NODES,
+    EventKind.SCHEDULER: SCHEDULER_EVENTS,
+    EventKind.GPU_SAMPLE: GPU_SAMPLES,
+}
