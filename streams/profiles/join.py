@@ -8,8 +8,7 @@ computed from scratch from the final objects.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from models import (
@@ -135,16 +134,142 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A task as its node sees it: sent to the node's stage whenever the pod appears on, changes
+    on, or leaves that node (``task`` None: no longer there). Keyed by node."""
+
+    node: str
+    key: str
+    task: TaskProfile | None
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PeakReport:
+    """GPU memory a pod was seen using, sent from the node's stage to the pod's. Keyed by pod."""
+
+    key: str
+    used_mib: float
+    at: datetime
+
+
+@dataclass(slots=True)
+class NodeState:
+    """Everything the node-keyed stage keeps for one node."""
+
+    node: Node | None = None
+    bound: dict[str, TaskProfile] = field(default_factory=dict)
+    telemetry: dict[int, GpuTelemetry] = field(default_factory=dict)
+    profile: NodeProfile | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.node is None and not self.bound and not self.telemetry
+
+
+def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
+    if st.node is None:
+        if st.profile is None:
+            return []
+        st.profile = None
+        return [NodeProfileUpdate(name, None, at)]
+    profile = node_profile(st.node, list(st.bound.values()), st.telemetry, at=at)
+    old = st.profile
+    if old is not None and old.model_copy(update={"updated_at": at}) == profile:
+        return []
+    st.profile = profile
+    return [NodeProfileUpdate(name, profile, at)]
+
+
+def node_step(
+    name: str, st: NodeState, item: NodeEvent | GpuSample | Binding, at: datetime
+) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
+    """The node-keyed half of the join: one input for node ``name``, its state updated in
+    place; returns the node's profile change and any GPU memory peaks for pods."""
+    peaks: list[PeakReport] = []
+    if isinstance(item, NodeEvent):
+        if item.change == "delete":
+            st.node = None
+            st.telemetry.clear()
+        else:
+            st.node = item.node
+        return _refresh(name, st, at), peaks
+    if isinstance(item, Binding):
+        if item.task is None:
+            st.bound.pop(item.key, None)
+        else:
+            st.bound[item.key] = item.task
+        return _refresh(name, st, at), peaks
+    prev = st.telemetry.get(item.gpu_index)
+    st.telemetry[item.gpu_index] = GpuTelemetry(
+        memory_total_mib=item.memory_total_mib,
+        memory_used_mib=item.memory_used_mib,
+        last_xid=item.xid if item.xid else (prev.last_xid if prev else None),
+    )
+    if item.pod and item.memory_used_mib is not None:
+        peaks.append(
+            PeakReport(f"{item.namespace or 'default'}/{item.pod}", item.memory_used_mib, at)
+        )
+    return (_refresh(name, st, at) if st.node is not None else []), peaks
+
+
+def task_step(
+    key: str,
+    prev: TaskProfile | None,
+    item: PodEvent | SchedulingEvent | PeakReport,
+    at: datetime,
+) -> tuple[TaskProfile | None, list[TaskProfileUpdate], list[Binding]]:
+    """The pod-keyed half of the join: the pod's new profile, its change, and the bindings
+    its nodes must hear about."""
+    if isinstance(item, PeakReport):
+        if prev is None or (
+            prev.gpu_memory_peak_mib is not None and item.used_mib <= prev.gpu_memory_peak_mib
+        ):
+            return prev, [], []
+        new = prev.model_copy(update={"gpu_memory_peak_mib": item.used_mib})
+        return new, [TaskProfileUpdate(key, new, at)], []
+    if isinstance(item, SchedulingEvent):
+        e = item.event
+        if e.reason != "OOMKilled" or prev is None:
+            return prev, [], []
+        new = prev.model_copy(update={"oom_count": prev.oom_count + e.count})
+        return new, [TaskProfileUpdate(key, new, at)], []
+    if item.change == "delete":
+        if prev is None:
+            return None, [], []
+        out = [TaskProfileUpdate(key, None, at)]
+        binds = [Binding(prev.node, key, None, at)] if prev.node is not None else []
+        return None, out, binds
+    new = task_profile(item.pod, prev, at=at)
+    if new == prev:
+        return prev, [], []
+    binds = []
+    if prev is not None and prev.node is not None and prev.node != new.node:
+        binds.append(Binding(prev.node, key, None, at))
+    if new.node is not None:
+        binds.append(Binding(new.node, key, new, at))
+    binds.sort(key=lambda b: b.node)
+    return new, [TaskProfileUpdate(key, new, at)], binds
+
+
+def _scheduling_key(ev: SchedulingEvent) -> str | None:
+    e = ev.event
+    return f"{e.pod_namespace or 'default'}/{e.pod_name}" if e.pod_name else None
+
+
 class ProfileJoin:
-    """Joins the event streams into node and task profiles (``apply``/``advance``/``snapshot``)."""
+    """Both halves of the join in one process (the embedded runner); the distributed runner
+    hosts ``task_step`` and ``node_step`` on pod- and node-keyed agents instead."""
 
     def __init__(self) -> None:
-        self.nodes: dict[str, Node] = {}
         self.tasks: dict[str, TaskProfile] = {}
-        self.node_profiles: dict[str, NodeProfile] = {}
-        self.bound_on: defaultdict[str, set[str]] = defaultdict(set)
-        self.telemetry: defaultdict[str, dict[int, GpuTelemetry]] = defaultdict(dict)
+        self.node_states: dict[str, NodeState] = {}
         self.watermark: datetime | None = None
+
+    @property
+    def node_profiles(self) -> dict[str, NodeProfile]:
+        return {n: st.profile for n, st in self.node_states.items() if st.profile is not None}
 
     def apply(self, env: Envelope) -> list[ProfileUpdate]:
         at = env.event_time
@@ -152,13 +277,18 @@ class ProfileJoin:
             self.watermark = at
         payload = env.payload
         if isinstance(payload, NodeEvent):
-            return self._on_node(payload, at)
-        if isinstance(payload, PodEvent):
-            return self._on_pod(payload, at)
+            return list(self._node(payload.node.name, payload, at)[0])
         if isinstance(payload, GpuSampleEvent):
-            return self._on_sample(payload.sample, at)
+            node_out, peaks = self._node(payload.sample.node, payload.sample, at)
+            out: list[ProfileUpdate] = []
+            for peak in peaks:
+                out += self._task(peak.key, peak, at)
+            return out + list(node_out)
+        if isinstance(payload, PodEvent):
+            return self._task(payload.pod.key, payload, at)
         if isinstance(payload, SchedulingEvent):
-            return self._on_scheduling(payload, at)
+            key = _scheduling_key(payload)
+            return self._task(key, payload, at) if key is not None else []
         raise TypeError(f"unhandled payload {type(payload).__name__}")
 
     def advance(self, event_time: datetime) -> list[ProfileUpdate]:
@@ -167,88 +297,24 @@ class ProfileJoin:
             self.watermark = event_time
         return []
 
-    def _refresh_node(self, name: str, at: datetime) -> list[ProfileUpdate]:
-        node = self.nodes.get(name)
-        if node is None:
-            if self.node_profiles.pop(name, None) is None:
-                return []
-            return [NodeProfileUpdate(name, None, at)]
-        tasks = [self.tasks[k] for k in self.bound_on.get(name, ())]
-        profile = node_profile(node, tasks, self.telemetry.get(name, {}), at=at)
-        old = self.node_profiles.get(name)
-        if old is not None and old.model_copy(update={"updated_at": at}) == profile:
-            return []
-        self.node_profiles[name] = profile
-        return [NodeProfileUpdate(name, profile, at)]
+    def _node(
+        self, name: str, item: NodeEvent | GpuSample | Binding, at: datetime
+    ) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
+        st = self.node_states.setdefault(name, NodeState())
+        result = node_step(name, st, item, at)
+        if st.empty and st.profile is None:
+            del self.node_states[name]
+        return result
 
-    def _on_node(self, ev: NodeEvent, at: datetime) -> list[ProfileUpdate]:
-        name = ev.node.name
-        if ev.change == "delete":
-            self.nodes.pop(name, None)
-            self.telemetry.pop(name, None)
+    def _task(
+        self, key: str, item: PodEvent | SchedulingEvent | PeakReport, at: datetime
+    ) -> list[ProfileUpdate]:
+        new, updates, binds = task_step(key, self.tasks.get(key), item, at)
+        if new is None:
+            self.tasks.pop(key, None)
         else:
-            self.nodes[name] = ev.node
-        return self._refresh_node(name, at)
-
-    def _on_pod(self, ev: PodEvent, at: datetime) -> list[ProfileUpdate]:
-        key = ev.pod.key
-        old = self.tasks.get(key)
-        out: list[ProfileUpdate] = []
-        if ev.change == "delete":
-            if old is None:
-                return []
-            del self.tasks[key]
-            out.append(TaskProfileUpdate(key, None, at))
-        else:
-            new = task_profile(ev.pod, old, at=at)
-            if new == old:
-                return []
             self.tasks[key] = new
-            out.append(TaskProfileUpdate(key, new, at))
-        touched = set()
-        if old is not None and old.node is not None:
-            self.bound_on[old.node].discard(key)
-            touched.add(old.node)
-        current = self.tasks.get(key)
-        if current is not None and current.node is not None:
-            self.bound_on[current.node].add(key)
-            touched.add(current.node)
-        for node in sorted(touched):
-            if not self.bound_on.get(node):
-                self.bound_on.pop(node, None)
-            out.extend(self._refresh_node(node, at))
+        out: list[ProfileUpdate] = list(updates)
+        for b in binds:
+            out += self._node(b.node, b, at)[0]
         return out
-
-    def _on_sample(self, s: GpuSample, at: datetime) -> list[ProfileUpdate]:
-        cards = self.telemetry[s.node]
-        prev = cards.get(s.gpu_index)
-        cards[s.gpu_index] = GpuTelemetry(
-            memory_total_mib=s.memory_total_mib,
-            memory_used_mib=s.memory_used_mib,
-            last_xid=s.xid if s.xid else (prev.last_xid if prev else None),
-        )
-        out: list[ProfileUpdate] = []
-        if s.pod and s.memory_used_mib is not None:
-            key = f"{s.namespace or 'default'}/{s.pod}"
-            task = self.tasks.get(key)
-            if task is not None and (
-                task.gpu_memory_peak_mib is None or s.memory_used_mib > task.gpu_memory_peak_mib
-            ):
-                task = task.model_copy(update={"gpu_memory_peak_mib": s.memory_used_mib})
-                self.tasks[key] = task
-                out.append(TaskProfileUpdate(key, task, at))
-        if s.node in self.nodes:
-            out.extend(self._refresh_node(s.node, at))
-        return out
-
-    def _on_scheduling(self, ev: SchedulingEvent, at: datetime) -> list[ProfileUpdate]:
-        e = ev.event
-        if e.reason != "OOMKilled" or not e.pod_name:
-            return []
-        key = f"{e.pod_namespace or 'default'}/{e.pod_name}"
-        task = self.tasks.get(key)
-        if task is None:
-            return []
-        task = task.model_copy(update={"oom_count": task.oom_count + e.count})
-        self.tasks[key] = task
-        return [TaskProfileUpdate(key, task, at)]
