@@ -20,6 +20,7 @@ from streams.app.commands.publish import publish
 from streams.app.commands.replay import replay
 from streams.app.commands.report import report
 from streams.app.commands.sql import sql
+from streams.app.commands.worker import worker
 from streams.app.errors import EXIT_USAGE
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ app.command()(sql)
 app.command()(explain)
 app.command()(report)
 app.command()(publish)
+app.command()(worker)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)

@@ -40,6 +40,7 @@ NODES = TopicSpec(
 SCHEDULER_EVENTS = TopicSpec("gpufrag.scheduler-events", 12, "namespace/name or node", _delete(3))
 GPU_SAMPLES = TopicSpec("gpufrag.gpu-samples", 12, "node name", _delete(1))
 NODE_BINDINGS = TopicSpec("gpufrag.node-bindings", 12, "node name", _delete(7))
+POD_PEAKS = TopicSpec("gpufrag.pod-peaks", 12, "namespace/name", _delete(1))
 CAPACITY_DELTAS = TopicSpec("gpufrag.capacity-deltas", 1, "node name or namespace/name", _delete(7))
 SIGNALS = TopicSpec("gpufrag.signals", 3, "signal fingerprint", _delete(30))
 ACTIONS = TopicSpec("gpufrag.actions", 3, "action id", _delete(90))
@@ -51,6 +52,7 @@ ALL = (
     SCHEDULER_EVENTS,
     GPU_SAMPLES,
     NODE_BINDINGS,
+    POD_PEAKS,
     CAPACITY_DELTAS,
     SIGNALS,
     ACTIONS,

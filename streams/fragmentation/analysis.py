@@ -146,7 +146,9 @@ class FragmentationAnalysis:
             frag_ratio_pct=ix.frag_ratio_pct,
             typical_pods=len(self._typical),
             pending_pods=len(self.pending),
-            unplaceable_pods=sum(1 for e in self.explanations.values() if e.unplaceable),
+            unplaceable_pods=sum(
+                1 for k, e in self.explanations.items() if e.unplaceable and k in self.pending
+            ),
             stranded_nodes=len(self._stranded),
         )
 
@@ -161,6 +163,7 @@ class FragmentationAnalysis:
             if key in self.pending:
                 self.pending.discard(key)
                 self._changed = True
+                return self._left_pending(key)
             return []
         if old is None and self._fixed_typical is None:
             shape = shape_of(task)
@@ -173,7 +176,15 @@ class FragmentationAnalysis:
         if is_pending != (key in self.pending):
             (self.pending.add if is_pending else self.pending.discard)(key)
             self._changed = True
+            if not is_pending:
+                return self._left_pending(key)
         return []
+
+    def _left_pending(self, key: str) -> list[Signal]:
+        """A pod that is bound or gone is no longer unplaceable: say so now, not at the next
+        evaluation, so the resolution carries the time it happened."""
+        self.explanations.pop(key, None)
+        return self._resolve(fingerprint_of(SignalKind.UNPLACEABLE_PENDING, Scope.POD, key))
 
     def _typical_due(self, at: datetime) -> bool:
         if not self._typical_dirty:

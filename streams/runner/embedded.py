@@ -148,8 +148,10 @@ class EmbeddedRunner:
         m = self.metrics
         n = 0
         try:
-            for env in self.source:
-                if self._stop.is_set():
+            it = iter(self.source)
+            while not self._stop.is_set():  # checked before taking an event, so none is dropped
+                env = next(it, None)
+                if env is None:
                     break
                 if self.pace is not None:
                     wait_s = self.pace(env.event_time)

@@ -200,3 +200,20 @@ def test_a_node_change_costs_one_measure_lookup_whatever_the_cluster_size(
     assert a.index.frag_milli == pytest.approx(
         sum(measure.frag_milli(a.index.state(i)) for i in a.index.slot.values())
     )
+
+
+def test_a_pending_pod_that_goes_away_resolves_at_once_and_stops_counting() -> None:
+    a = FragmentationAnalysis(settings=AnalysisSettings(evaluate_every_s=60), typical=TYPICAL)
+    a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 0)), at(0)))
+    a.apply(NodeProfileUpdate("n2", node("n2", gpus=(0, 1000)), at(0)))
+    a.apply(TaskProfileUpdate("ml/p", task("ml/p", gpus=2, milli=1000), at(1)))
+    (opened,) = a.advance(at(1))
+    assert a.snapshot().unplaceable_pods == 1
+    (resolved,) = a.apply(TaskProfileUpdate("ml/p", None, at(5)))  # deleted between evaluations
+    assert (resolved.fingerprint, resolved.state, resolved.resolved_at) == (
+        opened.fingerprint,
+        "resolved",
+        at(5),
+    )
+    assert a.snapshot().unplaceable_pods == 0
+    assert a.advance(at(70)) == []

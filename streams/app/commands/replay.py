@@ -22,7 +22,7 @@ from connectors.clickhouse.store import Store, open_store
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
-from models import GpufragSettings, StoreSettings
+from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import NodesOption, PodsOption
@@ -46,8 +46,11 @@ RUN_TABLES = (
 
 
 def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
-    """The same trace and options give the same run id, so a repeated replay overwrites itself."""
+    """The same trace, options, analysis settings and schema give the same run id, so a
+    repeated replay overwrites itself; change any of them and it is a different run."""
     h = hashlib.sha256()
+    h.update(f"schema {SCHEMA_VERSION}".encode())
+    h.update(GpufragSettings().analysis.model_dump_json().encode())
     for path in (nodes, pods):
         h.update(hashlib.sha256(path.read_bytes()).digest())
     fields = {
@@ -195,6 +198,13 @@ async def _replay(
 ) -> int:
     console = Console(stderr=True)
     store: Store = await asyncio.to_thread(open_history, settings)
+    for table in RUN_TABLES:  # a re-run replaces the run; rows of two analyses never mix
+        if table != "dead_letter":
+            await asyncio.to_thread(
+                store.command,
+                f"DELETE FROM {table} WHERE run_id = {{run_id:String}}",
+                {"run_id": run_id},
+            )
     started = datetime.now(UTC)
     await asyncio.to_thread(
         store.insert,
@@ -252,8 +262,20 @@ async def _replay(
     if metrics_port is not None:
         start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, runner.stop)
-    loop.add_signal_handler(signal.SIGTERM, runner.stop)
+    interrupts = [0]
+    forced: list[asyncio.Task[None]] = []
+
+    def on_signal() -> None:
+        # first: stop the source, store what was emitted; second: the store may be down, so
+        # stop waiting for it and keep the buffered rows in the spool for the next start
+        interrupts[0] += 1
+        runner.stop()
+        if interrupts[0] == 2:
+            console.print("second interrupt: spooling unwritten rows and stopping", highlight=False)
+            forced.append(asyncio.ensure_future(sink.stop(timeout_s=0)))
+
+    loop.add_signal_handler(signal.SIGINT, on_signal)
+    loop.add_signal_handler(signal.SIGTERM, on_signal)
     console.print(
         f"replaying {source} ({options.mode.value}, {options.policy}, seed {options.seed}) "
         f"into {settings.dsn}, run {run_id}; Ctrl-C stops and keeps what was done",
@@ -261,13 +283,25 @@ async def _replay(
         soft_wrap=True,
     )
     wall0 = time.monotonic()
+    failure: BaseException | None = None
     try:
         with progress:
             await runner.run()
+    except Exception as exc:  # recorded on the run, then reported
+        failure = exc
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
+        if forced:
+            await asyncio.gather(*forced, return_exceptions=True)
         await sink.stop()
+    if forced:
+        console.print(
+            f"stopped with the store unreachable: unwritten rows are in {sink.spool_dir} and "
+            "are written by the next replay or sink start",
+            highlight=False,
+        )
+        return 130
     elapsed = time.monotonic() - wall0
     snap = analysis.snapshot()
     stats = sim.stats
@@ -290,7 +324,9 @@ async def _replay(
         "elapsed_s": round(elapsed, 2),
         "cluster_shaping": _shaping(options),
     }
-    status = "interrupted" if runner.interrupted else "finished"
+    status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
+    if failure is not None:
+        summary["error"] = f"{type(failure).__name__}: {failure}"
     await asyncio.to_thread(
         store.insert,
         "runs",
@@ -309,6 +345,8 @@ async def _replay(
         await asyncio.to_thread(store.command, f"OPTIMIZE TABLE {table} FINAL")
     await asyncio.to_thread(store.close)
     _print_summary(run_id, status, options, summary, settings.dsn or "")
+    if failure is not None:
+        raise failure
     return 130 if runner.interrupted else 0
 
 

@@ -58,10 +58,10 @@ def load_report(store: Store, run_id: str) -> ReportData:
         "GROUP BY reason ORDER BY pods DESC, reason",
         parameters=p,
     )
-    stranded = store.query(
+    stranded = store.query(  # nodes whose latest stranded signal is still open
         "SELECT scope_id, argMax(evidence, ts) AS ev FROM signals FINAL "
-        "WHERE run_id = {run_id:String} AND kind = 'stranded_gpus' AND state = 'open' "
-        "GROUP BY scope_id",
+        "WHERE run_id = {run_id:String} AND kind = 'stranded_gpus' "
+        "GROUP BY scope_id HAVING argMax(state, ts) = 'open'",
         parameters=p,
     )
     nodes = []
@@ -81,9 +81,11 @@ def load_report(store: Store, run_id: str) -> ReportData:
         "GROUP BY kind, state ORDER BY kind, state",
         parameters=p,
     )
-    recent = store.query(
-        "SELECT opened_at, resolved_at, kind, scope_id, summary FROM signals FINAL "
-        "WHERE run_id = {run_id:String} ORDER BY ts DESC, kind, scope_id LIMIT 25",
+    recent = store.query(  # one row per signal, in its latest state
+        "SELECT opened_at, argMax(resolved_at, ts) AS resolved, any(kind) AS k, "
+        "any(scope_id) AS sc, argMax(summary, ts) AS sm, max(ts) AS last "
+        "FROM signals FINAL WHERE run_id = {run_id:String} "
+        "GROUP BY fingerprint, opened_at ORDER BY last DESC, k, sc LIMIT 25",
         parameters=p,
     )
     return ReportData(
@@ -102,7 +104,7 @@ def load_report(store: Store, run_id: str) -> ReportData:
                 scope_id=str(sc),
                 summary=str(sm),
             )
-            for o, rs, k, sc, sm in recent.rows
+            for o, rs, k, sc, sm, _last in recent.rows
         ),
         generated_at=datetime.now(UTC),
     )

@@ -1,0 +1,67 @@
+"""`gpufrag worker`: a Faust worker of the distributed runner."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import faust
+import typer
+
+from connectors.kafka.admin import ensure_topics
+from connectors.trace.alibaba_csv import read_pods
+from models import GpufragSettings
+from streams.app.commands.publish import topic_requests
+from streams.app.errors import user_errors
+from streams.app.workload import pod_shape
+from streams.distributed.app import WorkerConfig, build_app
+from streams.fragmentation.shapes import TypicalPods
+
+
+def worker(
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
+    ] = None,
+    app_id: Annotated[
+        str,
+        typer.Option(help="Consumer group and table namespace; workers with one id share work."),
+    ] = "gpufrag",
+    typical_from: Annotated[
+        Path | None,
+        typer.Option(help="Pod list CSV whose shapes are the expected workload (else learned)."),
+    ] = None,
+    datadir: Annotated[
+        Path | None, typer.Option(help="Worker data directory; default a fresh temporary one.")
+    ] = None,
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "warning",
+) -> None:
+    """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
+    Start several with the same --app-id to split the partitions between them."""
+    settings = GpufragSettings()
+    k = settings.kafka
+    boot = bootstrap or k.bootstrap
+    pre = k.topic_prefix if prefix is None else prefix
+    with user_errors():
+        typical = None
+        if typical_from is not None:
+            typical = TypicalPods.from_shapes(
+                (pod_shape(p) for p in read_pods(typical_from)),
+                coverage=settings.analysis.coverage,
+            )
+        asyncio.run(ensure_topics(boot, topic_requests(pre), replication=k.replication))
+    cfg = WorkerConfig(
+        app_id=app_id,
+        bootstrap=boot,
+        prefix=pre,
+        replication=k.replication,
+        datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
+        analysis=settings.analysis,
+        typical=typical,
+    )
+    app = build_app(cfg)
+    faust.Worker(app, loglevel=loglevel).execute_from_commandline()

@@ -1,0 +1,130 @@
+"""The runner's internal messages on Kafka: bindings, peaks, profile deltas, dead letters.
+
+JSON with a ``type`` and a ``v`` (version) field; profiles and tasks travel as their pydantic
+JSON, so a consumer validates what it reads exactly as the models define it.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from models import Node, NodeProfile, TaskProfile
+from streams.profiles.join import (
+    Binding,
+    GpuTelemetry,
+    NodeProfileUpdate,
+    NodeState,
+    PeakReport,
+    TaskProfileUpdate,
+)
+
+VERSION = 1
+Message = Binding | PeakReport | NodeProfileUpdate | TaskProfileUpdate
+
+
+class DecodeError(ValueError):
+    """A message that is not one of ours, or not of this version."""
+
+
+def _dump(model: TaskProfile | NodeProfile | None) -> Any:
+    return None if model is None else model.model_dump(mode="json")
+
+
+def encode(msg: Message) -> bytes:
+    at = msg.at.isoformat()
+    if isinstance(msg, Binding):
+        body: dict[str, Any] = {
+            "type": "binding",
+            "node": msg.node,
+            "key": msg.key,
+            "task": _dump(msg.task),
+        }
+    elif isinstance(msg, PeakReport):
+        body = {"type": "peak", "key": msg.key, "used_mib": msg.used_mib}
+    elif isinstance(msg, NodeProfileUpdate):
+        body = {"type": "node", "name": msg.name, "profile": _dump(msg.profile)}
+    else:
+        body = {"type": "task", "key": msg.key, "profile": _dump(msg.profile)}
+    body["v"] = VERSION
+    body["at"] = at
+    return orjson.dumps(body)
+
+
+def decode(data: bytes) -> Message:
+    try:
+        body = orjson.loads(data)
+        if body.get("v") != VERSION:
+            raise DecodeError(f"unsupported message version {body.get('v')!r}")
+        at = datetime.fromisoformat(body["at"])
+        kind = body["type"]
+        if kind == "binding":
+            task = body["task"]
+            return Binding(
+                body["node"],
+                body["key"],
+                None if task is None else TaskProfile.model_validate(task),
+                at,
+            )
+        if kind == "peak":
+            return PeakReport(body["key"], float(body["used_mib"]), at)
+        if kind == "node":
+            p = body["profile"]
+            return NodeProfileUpdate(
+                body["name"], None if p is None else NodeProfile.model_validate(p), at
+            )
+        if kind == "task":
+            p = body["profile"]
+            return TaskProfileUpdate(
+                body["key"], None if p is None else TaskProfile.model_validate(p), at
+            )
+        raise DecodeError(f"unknown message type {kind!r}")
+    except DecodeError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+
+
+def dead_letter(*, reason: str, topic: str, partition: int, offset: int, raw: bytes) -> bytes:
+    try:
+        text: str | None = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return orjson.dumps(
+        {
+            "reason": reason,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "value": text,
+            "value_b64": None if text is not None else base64.b64encode(raw).decode(),
+        }
+    )
+
+
+def encode_node_state(st: NodeState) -> bytes:
+    return orjson.dumps(
+        {
+            "v": VERSION,
+            "node": None if st.node is None else st.node.model_dump(mode="json"),
+            "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
+            "telemetry": {
+                str(i): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
+                for i, t in st.telemetry.items()
+            },
+            "profile": _dump(st.profile),
+        }
+    )
+
+
+def decode_node_state(data: bytes) -> NodeState:
+    body = orjson.loads(data)
+    return NodeState(
+        node=None if body["node"] is None else Node.model_validate(body["node"]),
+        bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
+        telemetry={int(i): GpuTelemetry(*t) for i, t in body["telemetry"].items()},
+        profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
+    )
