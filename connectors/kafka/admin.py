@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
+
+
+async def _partition_counts(
+    admin: AIOKafkaAdminClient, names: list[str], created: list[str]
+) -> dict[str, int]:
+    """Partitions per topic; a topic created a moment ago may show none until the broker's
+    metadata has caught up, so those are asked again for a while."""
+    counts: dict[str, int] = {}
+    for _ in range(50):
+        described = await admin.describe_topics(names)
+        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        if all(counts.get(n, 0) > 0 for n in created):
+            break
+        await asyncio.sleep(0.2)
+    return counts
 
 
 class TopicMismatch(RuntimeError):
@@ -47,8 +63,7 @@ async def ensure_topics(
                 created = [t.name for t in new]
             except TopicAlreadyExistsError:  # a concurrent creator won: check below
                 created = []
-        described = await admin.describe_topics([t.name for t in wanted])
-        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        counts = await _partition_counts(admin, [t.name for t in wanted], created)
         short = [
             f"{t.name} has {counts.get(t.name, 0)} partitions, {t.partitions} declared"
             for t in wanted

@@ -43,6 +43,7 @@ from streams.distributed.codec import (
     dead_letter,
     decode,
     decode_node_state,
+    describe_error,
     encode,
     encode_node_state,
 )
@@ -96,8 +97,10 @@ def build_app(cfg: WorkerConfig) -> faust.App:
     def topic(*specs: topics.TopicSpec) -> Any:
         return app.topic(*(s.full_name(cfg.prefix) for s in specs), **RAW)
 
+    raw_schema: Any = faust.Schema(**RAW)
+
     def table(name: str, partitions: int) -> Any:
-        return app.Table(name, default=None, partitions=partitions, **RAW)
+        return app.Table(name, default=None, partitions=partitions, schema=raw_schema)
 
     task_in = topic(topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS)
     node_in = topic(topics.NODES, topics.GPU_SAMPLES, topics.NODE_BINDINGS)
@@ -153,9 +156,9 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                         continue  # node-scoped events say nothing about a task
                     item, key, at = payload, env.key, env.event_time
             except Exception as exc:  # not one of ours: dead letter, go on
-                await reject(event, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+                await reject(event, describe_error(exc))
                 continue
-            raw_prev = tasks[key.encode()]
+            raw_prev = tasks.get(key.encode())
             prev = None if raw_prev is None else TaskProfile.model_validate_json(raw_prev)
             new, updates, binds = task_step(key, prev, item, at)
             if new is None:
@@ -190,9 +193,9 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                         raise DecodeError(f"a {env.kind.value} event on {topic_name}")
                     at = env.event_time
             except Exception as exc:
-                await reject(event, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+                await reject(event, describe_error(exc))
                 continue
-            raw_state = node_states[name.encode()]
+            raw_state = node_states.get(name.encode())
             st = NodeState() if raw_state is None else decode_node_state(raw_state)
             updates, peaks = node_step(name, st, item, at)
             if st.empty and st.profile is None:
@@ -222,7 +225,7 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate):
                     raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
             except Exception as exc:
-                await reject(event, f"{type(exc).__name__}: {exc}")
+                await reject(event, describe_error(exc))
                 continue
             a = analysis()
             if isinstance(delta, NodeProfileUpdate):

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from models import Node, NodeProfile, TaskProfile
 from streams.profiles.join import (
@@ -86,6 +87,21 @@ def decode(data: bytes) -> Message:
         raise
     except Exception as exc:
         raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+
+
+def describe_error(exc: Exception) -> str:
+    """One line naming what is wrong; for a validation error, the fields and their problems."""
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(x) for x in e['loc']) or '(message)'}: {e['msg']}"
+            for e in exc.errors()[:4]
+        ]
+        more = exc.error_count() - len(parts)
+        return (
+            f"invalid {exc.title}: " + "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+        )
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
 
 
 def dead_letter(*, reason: str, topic: str, partition: int, offset: int, raw: bytes) -> bytes:

@@ -104,7 +104,8 @@ class FragmentationAnalysis:
 
     def advance(self, event_time: datetime) -> list[Signal]:
         if self.now is not None and event_time < self.now:
-            return []  # late time never moves the operator's clock back
+            # late input never moves the clock back, but its changes are still checked now
+            event_time = self.now
         self.now = event_time
         out: list[Signal] = []
         if self._typical_due(event_time):

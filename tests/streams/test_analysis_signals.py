@@ -140,7 +140,8 @@ def test_evaluation_is_rate_limited_by_event_time() -> None:
     assert a.advance(at(10)) == []  # 10 s after the last evaluation: not yet
     (sig,) = a.advance(at(60))
     assert sig.opened_at == at(60)
-    assert a.advance(at(30)) == []  # time never goes back
+    assert a.advance(at(30)) == []  # time never goes back: a late tick is the current time
+    assert a.now == at(60)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,176 @@
+"""A Faust worker of the distributed runner against the real broker: signals and dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from connectors.trace.bundled import bundled_pods_path
+from streams.distributed import topics
+from tests.app.test_replay_pipeline import NODE_LIMIT, operator_signals
+
+pytestmark = pytest.mark.kafka
+MALFORMED = 10_000
+
+
+def _env(bootstrap: str) -> dict[str, str]:
+    return {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+
+
+def _start_worker(bootstrap: str, prefix: str, log: Path) -> subprocess.Popen[bytes]:
+    fh = log.open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streams.app",
+            "worker",
+            "--prefix",
+            prefix,
+            "--app-id",
+            f"{prefix}app",
+            "--typical-from",
+            str(bundled_pods_path()),
+            "--loglevel",
+            "info",
+        ],
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        env=_env(bootstrap),
+    )
+    deadline = time.monotonic() + 120
+    while b"Worker ready" not in log.read_bytes():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "worker not ready in 120 s"
+        time.sleep(0.5)
+    return proc
+
+
+def _malformed(i: int) -> bytes:
+    kinds = [
+        b"\xff\xfe not utf-8 \x00",
+        b"{not json",
+        orjson.dumps({"id": "x", "key": "k"}),  # JSON, not an envelope
+        orjson.dumps(
+            {
+                "id": "x",
+                "key": "k",
+                "event_time": "2024-01-01T00:00:00Z",
+                "source": "s",
+                "schema_version": 99,
+                "payload": {"kind": "pod", "change": "upsert"},
+            }
+        ),
+    ]
+    return kinds[i % len(kinds)]
+
+
+async def _send_malformed(bootstrap: str, prefix: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20)
+    await producer.start()
+    try:
+        targets = [topics.PODS.full_name(prefix), topics.NODES.full_name(prefix)]
+        for i in range(MALFORMED):
+            await producer.send(targets[i % 2], key=f"junk-{i}".encode(), value=_malformed(i))
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _collect(bootstrap: str, topic: str, *, until: int, timeout_s: float) -> list[bytes]:
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while len(got) < until and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for records in batch.values():
+                got += [r.value or b"" for r in records]
+    finally:
+        await consumer.stop()
+    return got
+
+
+def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    proc = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log")
+    try:
+        asyncio.run(_send_malformed(kafka_bootstrap, topic_prefix))
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "streams.app",
+                "publish",
+                "--node-limit",
+                str(NODE_LIMIT),
+                "--prefix",
+                topic_prefix,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_env(kafka_bootstrap),
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+
+        # Which signals open and resolve matches the embedded runner. The evidence matches for
+        # node-scoped signals; cluster-wide ones are evaluated when deltas from different
+        # partitions arrive, whose interleaving differs from the embedded order, so their
+        # evidence (and the unplaceable-pending set) is compared once the cluster view orders
+        # its input by event time (README: distributed runner, status).
+        def key(kind: str, fp: str, state: str, evidence: object) -> tuple[str, str, bytes]:
+            ev = orjson.dumps(evidence, option=orjson.OPT_SORT_KEYS)
+            return (fp, state, ev if kind == "stranded_gpus" else b"")
+
+        ours = {
+            key(s.kind.value, s.fingerprint, s.state, s.evidence)
+            for s in operator_signals(flush=False)
+            if s.kind.value != "unplaceable_pending"
+        }
+        raw = asyncio.run(
+            _collect(
+                kafka_bootstrap,
+                topics.SIGNALS.full_name(topic_prefix),
+                until=len(ours),
+                timeout_s=180,
+            )
+        )
+        theirs = {
+            key(d["kind"], d["fingerprint"], d["state"], d["evidence"])
+            for d in map(orjson.loads, raw)
+            if d["kind"] != "unplaceable_pending"
+        }
+        assert theirs == ours
+        dead = asyncio.run(
+            _collect(
+                kafka_bootstrap,
+                topics.DEAD_LETTER.full_name(topic_prefix),
+                until=MALFORMED,
+                timeout_s=180,
+            )
+        )
+        assert len(dead) == MALFORMED
+        records = [orjson.loads(d) for d in dead]
+        assert all(
+            r["reason"] and r["offset"] >= 0 and r["topic"].startswith(topic_prefix)
+            for r in records
+        )
+        assert any("schema_version 99 is newer" in r["reason"] for r in records)
+        assert proc.poll() is None  # the worker is still up
+    finally:
+        proc.terminate()
+        proc.wait(60)
