@@ -92,6 +92,13 @@ def build_app(cfg: WorkerConfig) -> faust.App:
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
         broker_commit_every=200,
+        # a worker that dies is noticed in seconds, not the default minute, so its partitions
+        # move to the others quickly
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=2.0,
+        # everything is raw bytes, decoded by our models
+        key_serializer="raw",
+        value_serializer="raw",
     )
 
     def topic(*specs: topics.TopicSpec) -> Any:
@@ -100,7 +107,16 @@ def build_app(cfg: WorkerConfig) -> faust.App:
     raw_schema: Any = faust.Schema(**RAW)
 
     def table(name: str, partitions: int) -> Any:
-        return app.Table(name, default=None, partitions=partitions, schema=raw_schema)
+        # key_type/value_type bytes: recovery decodes the changelog with serializers derived
+        # from them (JSON otherwise, which fails on every record and never finishes)
+        return app.Table(
+            name,
+            default=None,
+            partitions=partitions,
+            schema=raw_schema,
+            key_type=bytes,
+            value_type=bytes,
+        )
 
     task_in = topic(topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS)
     node_in = topic(topics.NODES, topics.GPU_SAMPLES, topics.NODE_BINDINGS)

@@ -36,7 +36,9 @@ TABLES = (
 )
 
 
-def operator_signals(limit_events: int | None = None, *, flush: bool = True) -> list[Signal]:
+def operator_signals(
+    limit_events: int | None = None, *, flush: bool = True, node_limit: int = NODE_LIMIT
+) -> list[Signal]:
     """What the core operators emit for the reduced replay, hosted by nothing but a loop."""
     nodes = read_nodes(bundled_nodes_path())
     pods = read_pods(bundled_pods_path())
@@ -44,7 +46,7 @@ def operator_signals(limit_events: int | None = None, *, flush: bool = True) -> 
         nodes,
         pods,
         options=ReplayOptions(
-            mode=TraceMode.FGD, node_limit=NODE_LIMIT, source="trace:openb_pod_list_default"
+            mode=TraceMode.FGD, node_limit=node_limit, source="trace:openb_pod_list_default"
         ),
     )
     join = ProfileJoin()
