@@ -9,6 +9,7 @@ datetime, so ``types`` marks the columns whose values must be turned back into P
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import os
 import time
@@ -123,8 +124,7 @@ def _fsync_dir(directory: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):  # some filesystems cannot sync a directory
+            os.fsync(fd)
     finally:
         os.close(fd)

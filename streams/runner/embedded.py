@@ -153,14 +153,8 @@ class EmbeddedRunner:
                 env = next(it, None)
                 if env is None:
                     break
-                if self.pace is not None:
-                    wait_s = self.pace(env.event_time)
-                    if wait_s > 0:
-                        try:
-                            await asyncio.wait_for(self._stop.wait(), timeout=wait_s)
-                            break
-                        except TimeoutError:
-                            pass
+                if self.pace is not None and await self._stopped_within(self.pace(env.event_time)):
+                    break
                 m.events_in.labels("source").inc()
                 m.saw("source", env.event_time.timestamp())
                 await out.put(env)
@@ -171,6 +165,16 @@ class EmbeddedRunner:
                     await asyncio.sleep(0)  # let the stages run between bursts
         finally:
             await out.put(_END)
+
+    async def _stopped_within(self, wait_s: float) -> bool:
+        """Wait up to ``wait_s`` (replay pacing); True when stop() came meanwhile."""
+        if wait_s <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._stop.wait(), timeout=wait_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def _join(self, inq: asyncio.Queue[object], out: asyncio.Queue[object]) -> None:
         m = self.metrics
