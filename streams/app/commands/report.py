@@ -15,7 +15,6 @@ from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.named_queries import QueryError
 from streams.app.report.data import FragPoint, ReportData, RunInfo, SignalRow, StrandedNode
-from streams.app.report.render import write_report
 
 MAX_CURVE_POINTS = 2000
 
@@ -131,5 +130,7 @@ def report(
         if run_id is None:
             raise QueryError("the store has no runs yet; run `gpufrag replay` first")
         data = load_report(st, run_id)
+        from streams.app.report.render import write_report  # matplotlib: only when asked
+
         path = write_report(data, out)
     typer.echo(f"wrote {path} (run {run_id})")

@@ -8,8 +8,9 @@ rendering pure, fast and testable without a store.
 
 from __future__ import annotations
 
+from typing import Any
+
 from streams.app.report.data import FragPoint, ReportData, RunInfo, SignalRow, StrandedNode
-from streams.app.report.render import render_report, write_report
 
 __all__ = [
     "FragPoint",
@@ -20,3 +21,13 @@ __all__ = [
     "render_report",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The renderer pulls in matplotlib (a third of a second); every gpufrag command imports
+    # this package through the data classes, and only `report` needs the renderer.
+    if name in ("render_report", "write_report"):
+        from streams.app.report import render
+
+        return getattr(render, name)
+    raise AttributeError(name)
