@@ -15,7 +15,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from connectors.kafka.admin import TopicMismatch, TopicRequest, ensure_topics
 from models import Envelope, from_json
-from streams.app.commands.publish import topic_requests
+from streams.app.bus import Bus
 from streams.distributed import topics
 
 pytestmark = pytest.mark.kafka
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.kafka
 async def test_topics_are_created_once_with_their_settings(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    wanted = topic_requests(topic_prefix)
+    wanted = Bus(kafka_bootstrap, topic_prefix, 1).topic_requests()
     created = await ensure_topics(kafka_bootstrap, wanted)
     assert sorted(created) == sorted(t.name for t in wanted)
     assert await ensure_topics(kafka_bootstrap, wanted) == []

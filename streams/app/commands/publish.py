@@ -11,19 +11,15 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from connectors.kafka.admin import TopicRequest, ensure_topics
 from connectors.kafka.publisher import EventPublisher
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
-from models import Envelope, GpufragSettings, from_json
+from models import Envelope, from_json
+from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.options import NodesOption, PodsOption
 from streams.distributed import topics
-
-
-def topic_requests(prefix: str) -> list[TopicRequest]:
-    return [TopicRequest(t.full_name(prefix), t.partitions, t.configs) for t in topics.ALL]
 
 
 def read_events(path: Path, rejected: list[str]) -> Iterator[Envelope]:
@@ -61,9 +57,7 @@ def publish(
     ] = None,
 ) -> None:
     """Send events onto the input topics (created if missing), keyed for the workers."""
-    settings = GpufragSettings().kafka
-    boot = bootstrap or settings.bootstrap
-    pre = settings.topic_prefix if prefix is None else prefix
+    bus = Bus.resolve(bootstrap, prefix)
     rejected: list[str] = []
     with user_errors():
         if file is not None:
@@ -81,19 +75,22 @@ def publish(
                 ),
             )
             source = sim.events()
-        sent = asyncio.run(_publish(boot, pre, source, settings.replication))
+        sent = asyncio.run(_publish(bus, source))
     for line in rejected[:20]:
         typer.echo(f"gpufrag: rejected {line}", err=True)
-    typer.echo(f"published {sent} events to {boot} (prefix {pre!r}); rejected {len(rejected)}")
+    typer.echo(
+        f"published {sent} events to {bus.bootstrap} (prefix {bus.prefix!r}); "
+        f"rejected {len(rejected)}"
+    )
     if rejected:
         raise typer.Exit(1)
 
 
-async def _publish(bootstrap: str, prefix: str, source: Iterator[Envelope], rf: int) -> int:
-    await ensure_topics(bootstrap, topic_requests(prefix), replication=rf)
+async def _publish(bus: Bus, source: Iterator[Envelope]) -> int:
+    await bus.ensure_topics()
     pub = EventPublisher(
-        bootstrap,
-        topic_of={k.value: t.full_name(prefix) for k, t in topics.INPUT_BY_KIND.items()},
+        bus.bootstrap,
+        topic_of={k.value: t.full_name(bus.prefix) for k, t in topics.INPUT_BY_KIND.items()},
     )
     await pub.start()
     try:

@@ -10,10 +10,9 @@ from typing import Annotated
 import faust
 import typer
 
-from connectors.kafka.admin import ensure_topics
 from connectors.trace.alibaba_csv import read_pods
 from models import GpufragSettings
-from streams.app.commands.publish import topic_requests
+from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
@@ -43,9 +42,7 @@ def worker(
     """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
     Start several with the same --app-id to split the partitions between them."""
     settings = GpufragSettings()
-    k = settings.kafka
-    boot = bootstrap or k.bootstrap
-    pre = k.topic_prefix if prefix is None else prefix
+    bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         typical = None
         if typical_from is not None:
@@ -53,12 +50,12 @@ def worker(
                 (pod_shape(p) for p in read_pods(typical_from)),
                 coverage=settings.analysis.coverage,
             )
-        asyncio.run(ensure_topics(boot, topic_requests(pre), replication=k.replication))
+        asyncio.run(bus.ensure_topics())
     cfg = WorkerConfig(
         app_id=app_id,
-        bootstrap=boot,
-        prefix=pre,
-        replication=k.replication,
+        bootstrap=bus.bootstrap,
+        prefix=bus.prefix,
+        replication=bus.replication,
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
         analysis=settings.analysis,
         typical=typical,

@@ -1,0 +1,34 @@
+"""Where the Kafka bus is and the topics on it, resolved the same way by every command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from connectors.kafka.admin import TopicRequest, ensure_topics
+from models import GpufragSettings
+from streams.distributed import topics
+
+
+@dataclass(frozen=True, slots=True)
+class Bus:
+    bootstrap: str
+    prefix: str
+    replication: int
+
+    @classmethod
+    def resolve(cls, bootstrap: str | None, prefix: str | None) -> Bus:
+        """Command-line options win over GPUFRAG_KAFKA__* settings."""
+        k = GpufragSettings().kafka
+        return cls(
+            bootstrap=bootstrap or k.bootstrap,
+            prefix=k.topic_prefix if prefix is None else prefix,
+            replication=k.replication,
+        )
+
+    def topic_requests(self) -> list[TopicRequest]:
+        return [TopicRequest(t.full_name(self.prefix), t.partitions, t.configs) for t in topics.ALL]
+
+    async def ensure_topics(self) -> list[str]:
+        return await ensure_topics(
+            self.bootstrap, self.topic_requests(), replication=self.replication
+        )
