@@ -24,6 +24,7 @@ from models import (
     PodPhase,
     SchedulingEvent,
     TaskProfile,
+    key_of,
 )
 from streams.profiles.gpus import free_per_gpu
 
@@ -253,11 +254,6 @@ def task_step(
     return new, [TaskProfileUpdate(key, new, at)], binds
 
 
-def _scheduling_key(ev: SchedulingEvent) -> str | None:
-    e = ev.event
-    return f"{e.pod_namespace or 'default'}/{e.pod_name}" if e.pod_name else None
-
-
 class ProfileJoin:
     """Both halves of the join in one process (the embedded runner); the distributed runner
     hosts ``task_step`` and ``node_step`` on pod- and node-keyed agents instead."""
@@ -287,8 +283,9 @@ class ProfileJoin:
         if isinstance(payload, PodEvent):
             return self._task(payload.pod.key, payload, at)
         if isinstance(payload, SchedulingEvent):
-            key = _scheduling_key(payload)
-            return self._task(key, payload, at) if key is not None else []
+            if not payload.event.pod_name:
+                return []  # node- or cluster-scoped: nothing about a task
+            return self._task(key_of(payload), payload, at)
         raise TypeError(f"unhandled payload {type(payload).__name__}")
 
     def advance(self, event_time: datetime) -> list[ProfileUpdate]:
