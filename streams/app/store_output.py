@@ -51,17 +51,16 @@ def explanation_row(
 def cluster_row(
     run_id: str, snap: ClusterFragmentation, at: datetime, arrived_pct: float | None
 ) -> Row:
-    cap = snap.capacity_gpus
     return {
         "run_id": run_id,
         "ts": at,
         "nodes": snap.nodes,
-        "capacity_gpus": cap,
+        "capacity_gpus": snap.capacity_gpus,
         "idle_gpus": snap.idle_gpus,
         "frag_gpus": snap.frag_gpus,
         "frag_amount_pct": snap.frag_amount_pct,
         "frag_ratio_pct": snap.frag_ratio_pct,
-        "alloc_pct": (cap - snap.idle_gpus) / cap * 100.0 if cap else 0.0,
+        "alloc_pct": snap.alloc_pct,
         "arrived_pct": arrived_pct,
         "typical_pods": snap.typical_pods,
         "pending_pods": snap.pending_pods,

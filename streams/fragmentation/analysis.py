@@ -55,6 +55,12 @@ class ClusterFragmentation:
     unplaceable_pods: int
     stranded_nodes: int
 
+    @property
+    def alloc_pct(self) -> float:
+        """GPU allocated, in % of the cluster's GPUs (unhealthy cards count as allocated)."""
+        cap = self.capacity_gpus
+        return (cap - self.idle_gpus) / cap * 100.0 if cap else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class _Smallest:

@@ -315,9 +315,7 @@ async def _replay(
         "deleted": stats.deleted,
         "frag_amount_pct": round(snap.frag_amount_pct, 4),
         "frag_ratio_pct": round(snap.frag_ratio_pct, 4),
-        "alloc_pct": round((snap.capacity_gpus - snap.idle_gpus) / snap.capacity_gpus * 100.0, 4)
-        if snap.capacity_gpus
-        else 0.0,
+        "alloc_pct": round(snap.alloc_pct, 4),
         "unplaceable_pods": snap.unplaceable_pods,
         "stranded_nodes": snap.stranded_nodes,
         "signals": signal_counts(output.signals),
