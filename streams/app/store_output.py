@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import orjson
@@ -79,7 +78,8 @@ class StoreOutput:
         self._seq = 0
         self._seen_pods: set[str] = set()
         self._arrived_milli = 0
-        self.signals: list[Row] = []  # what was handed to the store, for the summary
+        # signals handed to the store, by kind and state: the summary needs counts, not rows
+        self.signal_counts: dict[str, dict[str, int]] = {}
 
     def _arrived_pct(self, snap: ClusterFragmentation) -> float | None:
         if not self.track_arrivals or not snap.capacity_gpus:
@@ -121,9 +121,9 @@ class StoreOutput:
                     "task_profiles", task_profile_row(run, u.key, u.profile, at=u.at, seq=self._seq)
                 )
         for s in item.signals:
-            row = signal_row(run, s)
-            add("signals", row)
-            self.signals.append(row)
+            add("signals", signal_row(run, s))
+            per_kind = self.signal_counts.setdefault(s.kind.value, {})
+            per_kind[s.state] = per_kind.get(s.state, 0) + 1
         if item.explanations is not None:
             for key, (exp, task) in sorted(item.explanations.items()):
                 add("pending_explanations", explanation_row(run, key, exp, task, item.at))
@@ -152,13 +152,3 @@ class StoreOutput:
             await self.sink.write(
                 "cluster_frag", [cluster_row(self.run_id, snap, at, self._arrived_pct(snap))]
             )
-
-
-def signal_counts(rows: Sequence[Row]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for r in rows:
-        kind = str(r["kind"])
-        state = str(r["state"])
-        out.setdefault(kind, {}).setdefault(state, 0)
-        out[kind][state] += 1
-    return out

@@ -26,7 +26,7 @@ from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import NodesOption, PodsOption
-from streams.app.store_output import StoreOutput, signal_counts
+from streams.app.store_output import StoreOutput
 from streams.app.workload import pod_shape
 from streams.fragmentation.analysis import FragmentationAnalysis
 from streams.fragmentation.shapes import TypicalPods
@@ -318,7 +318,7 @@ async def _replay(
         "alloc_pct": round(snap.alloc_pct, 4),
         "unplaceable_pods": snap.unplaceable_pods,
         "stranded_nodes": snap.stranded_nodes,
-        "signals": signal_counts(output.signals),
+        "signals": output.signal_counts,
         "elapsed_s": round(elapsed, 2),
         "cluster_shaping": _shaping(options),
     }
