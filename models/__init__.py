@@ -12,6 +12,7 @@ from models.events import (
     Payload,
     PayloadModel,
     PodEvent,
+    QueueEvent,
     SchedulingEvent,
     key_of,
 )
@@ -20,9 +21,17 @@ from models.gpu_sample import GpuSample
 from models.node import Node, Taint, Toleration
 from models.pod import GangRef, OwnerRef, Pod, PodPhase, QosClass, WorkloadKind
 from models.profiles import GpuState, NodeProfile, TaskProfile
+from models.queue import QueueObject, QueueSourceKind
 from models.resources import ResourceRequest
 from models.scheduler import SchedulerEvent
-from models.settings import AnalysisSettings, GpufragSettings, StoreSettings, TraceSettings
+from models.settings import (
+    AnalysisSettings,
+    GpufragSettings,
+    KubeResource,
+    KubeSettings,
+    StoreSettings,
+    TraceSettings,
+)
 from models.signals import (
     FINGERPRINT_PATTERN,
     Scope,
@@ -52,6 +61,8 @@ __all__ = [
     "GpuSampleEvent",
     "GpuState",
     "GpufragSettings",
+    "KubeResource",
+    "KubeSettings",
     "Node",
     "NodeEvent",
     "NodeProfile",
@@ -62,6 +73,9 @@ __all__ = [
     "PodEvent",
     "PodPhase",
     "QosClass",
+    "QueueEvent",
+    "QueueObject",
+    "QueueSourceKind",
     "ResourceRequest",
     "SchedulerEvent",
     "SchedulingEvent",

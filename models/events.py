@@ -12,6 +12,7 @@ from models.base import Frozen, UtcDatetime, to_json
 from models.gpu_sample import GpuSample
 from models.node import Node
 from models.pod import Pod
+from models.queue import QueueObject
 from models.scheduler import SchedulerEvent
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Payload",
     "PayloadModel",
     "PodEvent",
+    "QueueEvent",
     "SchedulingEvent",
     "key_of",
 ]
@@ -44,6 +46,7 @@ class EventKind(StrEnum):
     NODE = "node"
     SCHEDULER = "scheduler"
     GPU_SAMPLE = "gpu_sample"
+    QUEUE = "queue"
 
 
 class PodEvent(Frozen):
@@ -76,7 +79,15 @@ class GpuSampleEvent(Frozen):
     sample: GpuSample
 
 
-PayloadModel = PodEvent | NodeEvent | SchedulingEvent | GpuSampleEvent
+class QueueEvent(Frozen):
+    """A quota or queue object's latest state (upsert) or its removal."""
+
+    kind: Literal["queue"] = "queue"
+    change: Change
+    queue: QueueObject
+
+
+PayloadModel = PodEvent | NodeEvent | SchedulingEvent | GpuSampleEvent | QueueEvent
 Payload = Annotated[PayloadModel, Field(discriminator="kind")]
 
 
@@ -90,6 +101,8 @@ def key_of(payload: PayloadModel) -> str:
             return payload.node.name
         case GpuSampleEvent():
             return payload.sample.node
+        case QueueEvent():
+            return payload.queue.key
         case SchedulingEvent():
             ev = payload.event
             if ev.pod_name:
@@ -98,7 +111,7 @@ def key_of(payload: PayloadModel) -> str:
 
 
 def _derive_id(payload: PayloadModel, *, key: str, event_time: str, source: str) -> str:
-    change = payload.change if isinstance(payload, PodEvent | NodeEvent) else ""
+    change = payload.change if isinstance(payload, PodEvent | NodeEvent | QueueEvent) else ""
     # The payload bytes are part of the id: two different samples (or events) of one node at
     # the same instant must not dedupe into one, while a redelivered message still does.
     parts = [source, payload.kind, key, event_time, change, to_json(payload).decode()]
@@ -114,6 +127,9 @@ class Envelope(Frozen):
     event_time: UtcDatetime
     source: Annotated[str, Field(min_length=1)]
     schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
+    seq: Annotated[int, Field(ge=0)] | None = None
+    """The event's position in its source's own order. Events of one instant are common (a
+    trace has second resolution); this keeps their order once they travel different topics."""
     payload: Payload
 
     @field_validator("schema_version")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, NonNegativeInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
 from models.base import Frozen
 
@@ -33,6 +33,19 @@ class GpuSample(Frozen):
     pod: str | None = None
     namespace: str | None = None
     container: str | None = None
+    xid_counts: dict[NonNegativeInt, NonNegativeInt] | None = None
+    """XID code -> times it fired within the last ``xid_window_ms`` (dcgm-exporter's
+    DCGM_EXP_XID_ERRORS_COUNT). Empty means the source looked and saw none; None means the
+    source does not count them. A count tells a storm from the one stale ``xid`` a card keeps
+    reporting until its driver restarts."""
+    xid_window_ms: PositiveInt | None = None
+    rows_remapped_correctable: NonNegativeInt | None = None
+    """HBM rows replaced after correctable errors; a rising count is a card wearing out."""
+    rows_remapped_uncorrectable: NonNegativeInt | None = None
+    row_remap_pending: bool | None = None
+    """A remap waits for a GPU reset: the card keeps failing (XID 63/64) until it is drained."""
+    row_remap_failed: bool | None = None
+    """Remapping ran out of spare rows: the card needs service, not a reset."""
 
     @model_validator(mode="after")
     def _used_within_total(self) -> GpuSample:

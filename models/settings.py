@@ -7,6 +7,7 @@ the pipeline can change what another part was told.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +17,8 @@ __all__ = [
     "AnalysisSettings",
     "GpufragSettings",
     "KafkaSettings",
+    "KubeResource",
+    "KubeSettings",
     "StoreSettings",
     "TraceSettings",
 ]
@@ -79,6 +82,63 @@ class KafkaSettings(_Group):
     """Replication factor for topics gpufrag creates; 3 on a real cluster."""
 
 
+class KubeResource(StrEnum):
+    """The resources the Kubernetes watchers can follow, one list+watch each."""
+
+    PODS = "pods"
+    NODES = "nodes"
+    EVENTS = "events"
+    RESOURCE_QUOTAS = "resourcequotas"
+    KUEUE_WORKLOADS = "kueue-workloads"
+    KUEUE_CLUSTER_QUEUES = "kueue-clusterqueues"
+    KUEUE_LOCAL_QUEUES = "kueue-localqueues"
+    VOLCANO_POD_GROUPS = "volcano-podgroups"
+    VOLCANO_QUEUES = "volcano-queues"
+
+
+class KubeSettings(_Group):
+    kubeconfig: str | None = None
+    """Kubeconfig file to use; unset: the pod's service account when running in a cluster,
+    else ``$KUBECONFIG`` or ``~/.kube/config``."""
+    context: str | None = None
+    """Kubeconfig context; unset: the file's current context."""
+    namespace: str | None = None
+    """Watch namespaced resources in this namespace only; unset: all namespaces. Nodes,
+    ClusterQueues and Volcano Queues are cluster-scoped and always watched cluster-wide."""
+    resources: tuple[KubeResource, ...] = tuple(KubeResource)
+    """Resources to watch. Kueue and Volcano ones whose CRD is not installed are skipped with
+    one log line and rechecked every ``missing_recheck_s``."""
+    label_selectors: dict[KubeResource, str] = Field(default_factory=dict)
+    """Label selector per resource, e.g. ``{"pods": "team=ml"}``, applied by the API server."""
+    field_selectors: dict[KubeResource, str] = Field(default_factory=dict)
+    """Field selector per resource, e.g. ``{"pods": "spec.schedulerName=volcano"}``."""
+    event_reasons: tuple[str, ...] = ("FailedScheduling", "Preempted", "Evicted", "SystemOOM")
+    """Kubernetes Event reasons turned into scheduling events; other Events are ignored.
+    Container OOM kills come from pod statuses (reason OOMKilled), not from Events."""
+    kueue_version: str = "v1beta1"
+    """API version of the kueue.x-k8s.io resources."""
+    volcano_version: str = "v1beta1"
+    """API version of the scheduling.volcano.sh resources."""
+    pool_label: str | None = None
+    """Node label whose value names the node's pool; unset: nodes have no pool."""
+    page_size: Annotated[int, Field(ge=1)] = 500
+    """Objects per list page, so a re-list of a large cluster is not one huge response."""
+    watch_timeout_s: Annotated[float, Field(gt=0)] = 300.0
+    """Server-side watch duration before a routine re-watch; each watch asks for a random
+    duration between this and twice this, so many watchers do not reconnect in lockstep."""
+    request_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """Limit for a list page and for connecting a watch (wall clock: it is I/O)."""
+    backoff_initial_s: Annotated[float, Field(gt=0)] = 0.5
+    """First wait after a failed list or watch; doubles per failure up to backoff_max_s, with
+    jitter, and resets after a success."""
+    backoff_max_s: Annotated[float, Field(gt=0)] = 30.0
+    missing_recheck_s: Annotated[float, Field(gt=0)] = 600.0
+    """How often a resource the API server does not serve (CRD not installed) is asked for
+    again; rare, so a cluster without Kueue or Volcano costs one request per resource."""
+    source: Annotated[str, Field(min_length=1)] = "kube"
+    """The ``source`` of the envelopes the watchers emit."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -88,3 +148,4 @@ class GpufragSettings(BaseSettings):
     trace: TraceSettings = TraceSettings()
     store: StoreSettings = StoreSettings()
     kafka: KafkaSettings = KafkaSettings()
+    kube: KubeSettings = KubeSettings()

@@ -60,6 +60,10 @@ def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
+def _flag(value: bool | None) -> int | None:
+    return None if value is None else int(value)
+
+
 def event_row(run_id: str, env: Envelope, *, ingested_at: datetime) -> Row:
     """One bus message for ``events``; ``ingested_at`` drives the table's 30-day TTL."""
     return {
@@ -95,6 +99,14 @@ def gpu_sample_row(run_id: str, env: Envelope) -> Row:
         "xid": sample.xid,
         "pod": sample.pod,
         "namespace": sample.namespace,
+        "mig_profile": sample.mig_profile,
+        "mig_instance": sample.mig_instance,
+        "xid_counts": dict(sample.xid_counts or {}),
+        "xid_window_ms": sample.xid_window_ms,
+        "rows_remapped_correctable": sample.rows_remapped_correctable,
+        "rows_remapped_uncorrectable": sample.rows_remapped_uncorrectable,
+        "row_remap_pending": _flag(sample.row_remap_pending),
+        "row_remap_failed": _flag(sample.row_remap_failed),
     }
 
 

@@ -45,6 +45,9 @@ from streams.placement.spec import NodeSpec, PodSpec
 NAMESPACE = "trace"
 
 
+FGD_DECISION_DELAY = timedelta(milliseconds=500)
+
+
 class TraceMode(StrEnum):
     TIMELINE = "timeline"
     FGD = "fgd"
@@ -205,11 +208,15 @@ class SimulatedCluster:
         )
         return [self._env(SchedulingEvent(event=event), at)], False
 
-    def _create(self, src: TracePod, spec: PodSpec, at: datetime) -> tuple[list[Envelope], bool]:
+    def _create(
+        self, src: TracePod, spec: PodSpec, at: datetime, *, decided_at: datetime | None = None
+    ) -> tuple[list[Envelope], bool]:
+        """The pod appears (pending) at ``at``; the scheduler decides at ``decided_at``
+        (default: the same instant)."""
         self.created += 1
         pending = self._pod(src, spec.name, at, None)
         out = [self._env(PodEvent(change="upsert", pod=pending), at)]
-        more, placed = self._try_schedule(src, spec, at, at)
+        more, placed = self._try_schedule(src, spec, at, decided_at or at)
         return out + more, placed
 
     def _delete(self, src: TracePod, name: str, created: datetime, at: datetime) -> Envelope:
@@ -229,11 +236,15 @@ class SimulatedCluster:
         )
         for k, spec in enumerate(seq):
             at = self.start + timedelta(seconds=k + 1)
+            # The scheduler's attempt comes half a second after the pod: the pod is pending for
+            # one instant, so a pod the cluster cannot take is seen pending (and explained)
+            # before the protocol drops it, as a real scheduler's queue would show it.
+            decided = at + FGD_DECISION_DELAY
             src = self._by_name[spec.name.split("-clone-")[0]]
-            out, placed = self._create(src, spec, at)
+            out, placed = self._create(src, spec, at, decided_at=decided)
             yield from out
             if not placed:
-                yield self._delete(src, spec.name, at, at)
+                yield self._delete(src, spec.name, at, decided)
 
     def _timeline(self) -> Iterator[Envelope]:
         scale = self.options.time_scale

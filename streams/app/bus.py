@@ -25,10 +25,16 @@ class Bus:
             replication=k.replication,
         )
 
-    def topic_requests(self) -> list[TopicRequest]:
-        return [TopicRequest(t.full_name(self.prefix), t.partitions, t.configs) for t in topics.ALL]
+    def topic_requests(self, *, app_id: str | None = None) -> list[TopicRequest]:
+        """The bus's topics, and with ``app_id`` the changelogs of that worker group's tables."""
+        out = [TopicRequest(t.full_name(self.prefix), t.partitions, t.configs) for t in topics.ALL]
+        if app_id is not None:
+            out += [
+                TopicRequest(t.name, t.partitions, t.configs) for t in topics.changelogs(app_id)
+            ]
+        return out
 
-    async def ensure_topics(self) -> list[str]:
+    async def ensure_topics(self, *, app_id: str | None = None) -> list[str]:
         return await ensure_topics(
-            self.bootstrap, self.topic_requests(), replication=self.replication
+            self.bootstrap, self.topic_requests(app_id=app_id), replication=self.replication
         )

@@ -12,6 +12,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from streams.app.commands.bench import bench
+from streams.app.commands.dcgm_parse import dcgm_parse
 from streams.app.commands.experiment import experiment
 from streams.app.commands.explain import explain
 from streams.app.commands.frag import frag
@@ -41,6 +42,7 @@ app.command()(frag)
 app.command()(experiment)
 app.command()(bench)
 app.command("nvml-sample")(nvml_sample)
+app.command("dcgm-parse")(dcgm_parse)
 
 
 def main() -> None:

@@ -7,9 +7,16 @@ backed by changelog topics, so a restarted worker recovers it):
   emits task deltas (to the cluster view) and bindings (to the pod's node);
 - nodes (keyed by node): node events, GPU samples and bindings -> ``node_step``;
   emits node deltas (to the cluster view) and memory peaks (to the pod);
-- cluster view (one partition, low rate): task and node deltas -> ``FragmentationAnalysis``;
-  emits signals. Its inputs are kept in tables, and the analysis is rebuilt from them after a
-  restart, with the signals that were open.
+- cluster view (one partition, low rate): task and node deltas -> ``InstantAnalysis``;
+  emits signals. Its inputs are kept in a table, and the analysis is rebuilt from it after a
+  restart, with the signals that were open and its schedule of deferred work.
+
+Event-time order: every stage partition holds its input (``ordering.Reorder``) until all its
+sources have reported progress past it, then processes it in the source's order and reports its
+own progress downstream. Held messages are not acknowledged, so Kafka redelivers them to
+whichever worker owns the partition next; what was already released is recorded in the stage's
+table (after the state it produced, in the same changelog partition), so redelivered copies are
+recognised and dropped. GPU memory peaks are telemetry: applied as they come, never held.
 
 Each agent decodes raw bytes itself: a message that is not a valid event goes to the dead-letter
 topic with the reason and its offset, and the agent goes on.
@@ -24,12 +31,15 @@ from datetime import datetime
 from typing import Any
 
 import faust
+import orjson
 
 from models import (
     AnalysisSettings,
-    Envelope,
+    EventKind,
+    GpuSample,
     GpuSampleEvent,
     NodeEvent,
+    NodeProfile,
     PodEvent,
     SchedulingEvent,
     Signal,
@@ -37,23 +47,29 @@ from models import (
     from_json,
     to_json,
 )
+from models.progress import SourceProgress
 from streams.distributed import topics
 from streams.distributed.codec import (
     DecodeError,
     dead_letter,
     decode,
+    decode_input,
     decode_node_state,
     describe_error,
     encode,
     encode_node_state,
+    encode_progress,
 )
+from streams.distributed.ordering import Reorder, Watermarks
 from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.fragmentation.instants import InstantAnalysis, OrderKey
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import (
     Binding,
     NodeProfileUpdate,
     NodeState,
     PeakReport,
+    ProfileUpdate,
     TaskProfileUpdate,
     node_step,
     task_step,
@@ -77,6 +93,7 @@ class WorkerConfig:
     datadir: str
     analysis: AnalysisSettings
     typical: TypicalPods | None  # fixed expected workload (a trace's); None: learn it
+    max_source_lag_s: float = 600.0
 
 
 def build_app(cfg: WorkerConfig) -> faust.App:
@@ -92,6 +109,9 @@ def build_app(cfg: WorkerConfig) -> faust.App:
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
         broker_commit_every=200,
+        # held (not yet released) input stays unacknowledged by design: shutdown and rebalance
+        # must not wait for it; the partition's next owner reads it again
+        stream_wait_empty=False,
         # a worker that dies is noticed in seconds, not the default minute, so its partitions
         # move to the others quickly
         broker_session_timeout=10.0,
@@ -126,17 +146,79 @@ def build_app(cfg: WorkerConfig) -> faust.App:
     deltas_out = topic(topics.CAPACITY_DELTAS)
     signals_out = topic(topics.SIGNALS)
     dlq = topic(topics.DEAD_LETTER)
-    peaks_name = topics.POD_PEAKS.full_name(cfg.prefix)
-    bindings_name = topics.NODE_BINDINGS.full_name(cfg.prefix)
+    name = {s.name: s.full_name(cfg.prefix) for s in topics.ALL}
+    n_tasks, n_nodes = topics.PODS.partitions, topics.NODES.partitions
 
-    tasks = table("tasks", topics.PODS.partitions)
-    node_states = table("node-states", topics.NODES.partitions)
-    c_nodes = table("cluster-nodes", 1)
-    c_tasks = table("cluster-tasks", 1)
-    c_open = table("cluster-open-signals", 1)
-    c_meta = table("cluster-meta", 1)
-    counters = {"dead_letters": 0, "signals": 0}
+    tasks = table("tasks", topics.TABLES["tasks"])
+    node_states = table("node-states", topics.TABLES["node-states"])
+    cluster = table("cluster", topics.TABLES["cluster"])
+    counters = {"dead_letters": 0, "signals": 0, "redelivered": 0, "released": 0}
     app.gpufrag_counters = counters  # type: ignore[attr-defined]
+
+    def marks(stage: str) -> Watermarks:
+        if stage == "tasks":
+            return Watermarks(
+                topic_of_kind={
+                    EventKind.POD: name[topics.PODS.name],
+                    EventKind.SCHEDULER: name[topics.SCHEDULER_EVENTS.name],
+                },
+                max_source_lag_s=cfg.max_source_lag_s,
+            )
+        if stage == "nodes":
+            return Watermarks(
+                topic_of_kind={
+                    EventKind.NODE: name[topics.NODES.name],
+                    EventKind.GPU_SAMPLE: name[topics.GPU_SAMPLES.name],
+                },
+                fixed={f"tasks/{q}": name[topics.NODE_BINDINGS.name] for q in range(n_tasks)},
+                max_source_lag_s=cfg.max_source_lag_s,
+            )
+        deltas = name[topics.CAPACITY_DELTAS.name]
+        return Watermarks(
+            topic_of_kind={},
+            fixed={
+                **{f"tasks/{q}": deltas for q in range(n_tasks)},
+                **{f"nodes/{n}": deltas for n in range(n_nodes)},
+            },
+        )
+
+    buffers: dict[tuple[str, int], Reorder[Any]] = {}
+    held: dict[tuple[str, int], dict[tuple[str, str], Any]] = {}
+
+    def released_key(p: int) -> bytes:
+        # "~" appears in no pod key, node name or cluster key
+        return f"~released/{p}".encode()
+
+    def buffer(stage: str, p: int, state: Any) -> Reorder[Any]:
+        buf = buffers.get((stage, p))
+        if buf is None:
+            buf = Reorder(marks(stage))
+            raw = state.get(released_key(p))
+            if raw is not None:
+                buf.released = datetime.fromisoformat(raw.decode())
+            buffers[(stage, p)] = buf
+        return buf
+
+    async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        revoked = args[0] if args else kwargs.get("revoked", ())
+        # held input was not acknowledged: its next owner reads it again
+        stages = {
+            name[topics.PODS.name]: "tasks",
+            name[topics.NODES.name]: "nodes",
+            name[topics.CAPACITY_DELTAS.name]: "cluster",
+        }
+        for tp in revoked:
+            stage = stages.get(tp.topic)
+            if stage is None:
+                continue
+            buffers.pop((stage, tp.partition), None)
+            held.pop((stage, tp.partition), None)
+            if stage == "cluster":
+                holder.clear()
+        log.info("partitions revoked: %d buffers kept", len(buffers))
+
+    signal: Any = app.on_partitions_revoked
+    signal.connect(on_revoked)
 
     async def reject(event: Any, reason: str) -> None:
         msg = event.message
@@ -152,148 +234,289 @@ def build_app(cfg: WorkerConfig) -> faust.App:
             ),
         )
 
+    async def hold_progress(
+        stream: Any, stage: str, p: int, topic_name: str, event: Any, progress: SourceProgress
+    ) -> None:
+        """Keep a channel's latest report unacknowledged: after a crash it is read again, after
+        the items it covers, so the restarted stage can release them."""
+        channel = (progress.source, topic_name)
+        per = held.setdefault((stage, p), {})
+        prev = per.get(channel)
+        per[channel] = event
+        if prev is not None:
+            await stream.ack(prev)
+
+    async def report(stage: str, p: int, upto: datetime) -> None:
+        progress = encode_progress(SourceProgress(source=f"{stage}/{p}", upto=upto, kinds=()))
+        if stage == "tasks":
+            for n in range(topics.NODE_BINDINGS.partitions):
+                await bindings_out.send(key=b"", value=progress, partition=n)
+        await deltas_out.send(key=b"", value=progress, partition=0)
+
+    # --- tasks -----------------------------------------------------------------------------
+
+    async def task_apply(
+        item: PodEvent | SchedulingEvent | PeakReport,
+        key: str,
+        at: datetime,
+        order: OrderKey | None,
+    ) -> None:
+        raw_prev = tasks.get(key.encode())
+        prev = None if raw_prev is None else TaskProfile.model_validate_json(raw_prev)
+        new, updates, binds = task_step(key, prev, item, at)
+        if new is None:
+            tasks.pop(key.encode(), None)
+        else:
+            tasks[key.encode()] = new.model_dump_json().encode()
+        for sub, u in enumerate(updates):
+            o = None if order is None else order._replace(rank=0, sub=sub)
+            await deltas_out.send(key=key.encode(), value=encode(u, order=o))
+        for sub, b in enumerate(binds):
+            o = None if order is None else order._replace(rank=0, sub=sub)
+            await bindings_out.send(key=b.node.encode(), value=encode(b, order=o))
+
     @app.agent(task_in)
     async def task_agent(stream: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
-            topic_name = event.message.topic
+        s = stream.noack()
+        async for event in s.events():
+            msg = event.message
+            p = msg.partition
             try:
-                item: PodEvent | SchedulingEvent | PeakReport
-                if topic_name == peaks_name:
-                    peak = decode(event.value)
+                if msg.topic == name[topics.POD_PEAKS.name]:
+                    decoded = decode(event.value)
+                    if isinstance(decoded, SourceProgress):
+                        await s.ack(event)  # peaks are telemetry: not waited for
+                        continue
+                    peak, _ = decoded
                     if not isinstance(peak, PeakReport):
                         raise DecodeError(f"expected a peak report, got {type(peak).__name__}")
-                    item, key, at = peak, peak.key, peak.at
-                else:
-                    env = from_json(Envelope, event.value)
-                    payload = env.payload
+                    await task_apply(peak, peak.key, peak.at, None)
+                    await s.ack(event)
+                    continue
+                item = decode_input(event.value)
+                if not isinstance(item, SourceProgress):
+                    payload = item.payload
                     if not isinstance(payload, PodEvent | SchedulingEvent):
-                        raise DecodeError(f"a {env.kind.value} event on {topic_name}")
-                    if isinstance(payload, SchedulingEvent) and not payload.event.pod_name:
-                        continue  # node-scoped events say nothing about a task
-                    item, key, at = payload, env.key, env.event_time
+                        raise DecodeError(f"a {item.kind.value} event on {msg.topic}")
             except Exception as exc:  # not one of ours: dead letter, go on
                 await reject(event, describe_error(exc))
+                await s.ack(event)
                 continue
-            raw_prev = tasks.get(key.encode())
-            prev = None if raw_prev is None else TaskProfile.model_validate_json(raw_prev)
-            new, updates, binds = task_step(key, prev, item, at)
-            if new is None:
-                tasks.pop(key.encode(), None)
+            buf = buffer("tasks", p, tasks)
+            if isinstance(item, SourceProgress):
+                buf.watermarks.on_progress(msg.topic, item)
+                await hold_progress(s, "tasks", p, msg.topic, event, item)
+                wm, ready = buf.ready()
+                if wm is None:
+                    continue
+                for order, (ev, env) in ready:
+                    pl = env.payload
+                    if not (isinstance(pl, SchedulingEvent) and not pl.event.pod_name):
+                        await task_apply(pl, env.key, env.event_time, order)
+                    await s.ack(ev)
+                counters["released"] += len(ready)
+                tasks[released_key(p)] = wm.isoformat().encode()
+                await report("tasks", p, wm)
+            elif buf.is_late(item.event_time):
+                counters["redelivered"] += 1
+                await s.ack(event)
             else:
-                tasks[key.encode()] = new.model_dump_json().encode()
-            for u in updates:
-                await deltas_out.send(key=key.encode(), value=encode(u))
-            for b in binds:
-                await bindings_out.send(key=b.node.encode(), value=encode(b))
+                buf.add(
+                    OrderKey(item.event_time, item.source, item.seq or 0, item.id), (event, item)
+                )
             yield None
+
+    # --- nodes -----------------------------------------------------------------------------
+
+    async def node_apply(
+        node: str, item: NodeEvent | GpuSample | Binding, at: datetime, order: OrderKey
+    ) -> None:
+        raw_state = node_states.get(node.encode())
+        st = NodeState() if raw_state is None else decode_node_state(raw_state)
+        updates, peaks = node_step(node, st, item, at)
+        if st.empty and st.profile is None:
+            node_states.pop(node.encode(), None)
+        else:
+            node_states[node.encode()] = encode_node_state(st)
+        for sub, u in enumerate(updates):
+            o = order._replace(rank=1, sub=order.sub if isinstance(item, Binding) else sub)
+            await deltas_out.send(key=node.encode(), value=encode(u, order=o))
+        for pk in peaks:
+            await peaks_out.send(key=pk.key.encode(), value=encode(pk, order=None))
 
     @app.agent(node_in)
     async def node_agent(stream: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
-            topic_name = event.message.topic
+        s = stream.noack()
+        async for event in s.events():
+            msg = event.message
+            p = msg.partition
             try:
-                item: NodeEvent | Any | Binding
-                if topic_name == bindings_name:
-                    b = decode(event.value)
-                    if not isinstance(b, Binding):
-                        raise DecodeError(f"expected a binding, got {type(b).__name__}")
-                    item, name, at = b, b.node, b.at
-                else:
-                    env = from_json(Envelope, event.value)
-                    p = env.payload
-                    if isinstance(p, NodeEvent):
-                        item, name = p, p.node.name
-                    elif isinstance(p, GpuSampleEvent):
-                        item, name = p.sample, p.sample.node
+                entry: tuple[OrderKey, str, NodeEvent | GpuSample | Binding, datetime] | None
+                progress: SourceProgress | None = None
+                entry = None
+                if msg.topic == name[topics.NODE_BINDINGS.name]:
+                    decoded = decode(event.value)
+                    if isinstance(decoded, SourceProgress):
+                        progress = decoded
                     else:
-                        raise DecodeError(f"a {env.kind.value} event on {topic_name}")
-                    at = env.event_time
+                        b, order = decoded
+                        if not isinstance(b, Binding) or order is None:
+                            raise DecodeError(
+                                f"expected an ordered binding, got {type(b).__name__}"
+                            )
+                        entry = (order, b.node, b, b.at)
+                else:
+                    item = decode_input(event.value)
+                    if isinstance(item, SourceProgress):
+                        progress = item
+                    else:
+                        pl = item.payload
+                        order = OrderKey(item.event_time, item.source, item.seq or 0, item.id)
+                        if isinstance(pl, NodeEvent):
+                            entry = (order, pl.node.name, pl, item.event_time)
+                        elif isinstance(pl, GpuSampleEvent):
+                            entry = (order, pl.sample.node, pl.sample, item.event_time)
+                        else:
+                            raise DecodeError(f"a {item.kind.value} event on {msg.topic}")
             except Exception as exc:
                 await reject(event, describe_error(exc))
+                await s.ack(event)
                 continue
-            raw_state = node_states.get(name.encode())
-            st = NodeState() if raw_state is None else decode_node_state(raw_state)
-            updates, peaks = node_step(name, st, item, at)
-            if st.empty and st.profile is None:
-                node_states.pop(name.encode(), None)
-            else:
-                node_states[name.encode()] = encode_node_state(st)
-            for u in updates:
-                await deltas_out.send(key=name.encode(), value=encode(u))
-            for pk in peaks:
-                await peaks_out.send(key=pk.key.encode(), value=encode(pk))
+            buf = buffer("nodes", p, node_states)
+            if progress is not None:
+                buf.watermarks.on_progress(msg.topic, progress)
+                await hold_progress(s, "nodes", p, msg.topic, event, progress)
+                wm, ready = buf.ready()
+                if wm is None:
+                    continue
+                for order, (ev, (node, it, at)) in ready:
+                    await node_apply(node, it, at, order)
+                    await s.ack(ev)
+                counters["released"] += len(ready)
+                node_states[released_key(p)] = wm.isoformat().encode()
+                await report("nodes", p, wm)
+            elif entry is not None:
+                order, node, it, at = entry
+                if buf.is_late(order.at):
+                    counters["redelivered"] += 1
+                    await s.ack(event)
+                else:
+                    buf.add(order, (event, (node, it, at)))
             yield None
 
-    holder: dict[str, FragmentationAnalysis] = {}
+    # --- cluster view ------------------------------------------------------------------------
 
-    def analysis() -> FragmentationAnalysis:
-        a = holder.get("a")
-        if a is None:
-            a = _rebuild(cfg, c_nodes, c_tasks, c_open, c_meta)
-            holder["a"] = a
-        return a
+    holder: dict[str, InstantAnalysis] = {}
+
+    def instants() -> InstantAnalysis:
+        ia = holder.get("a")
+        if ia is None:
+            ia = _rebuild(cfg, cluster)
+            holder["a"] = ia
+        return ia
+
+    async def publish_signals(out: list[Signal]) -> None:
+        for sig in out:
+            fp = sig.fingerprint.encode()
+            if sig.state == "open":
+                cluster[b"o/" + fp] = to_json(sig)
+            else:
+                cluster.pop(b"o/" + fp, None)
+            counters["signals"] += 1
+            await signals_out.send(key=fp, value=to_json(sig))
+
+    def remember(delta: ProfileUpdate) -> None:
+        if isinstance(delta, NodeProfileUpdate):
+            k = b"n/" + delta.name.encode()
+            profile: NodeProfile | TaskProfile | None = delta.profile
+        else:
+            k = b"t/" + delta.key.encode()
+            profile = delta.profile
+        if profile is None:
+            cluster.pop(k, None)
+        else:
+            cluster[k] = profile.model_dump_json().encode()
 
     @app.agent(cluster_in)
     async def cluster_agent(stream: Any) -> AsyncIterator[None]:
-        async for event in stream.events():
+        s = stream.noack()
+        async for event in s.events():
+            delta: NodeProfileUpdate | TaskProfileUpdate | None = None
+            order: OrderKey | None = None
             try:
-                delta = decode(event.value)
-                if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate):
-                    raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
+                decoded = decode(event.value)
+                if not isinstance(decoded, SourceProgress):
+                    msg, order = decoded
+                    if not isinstance(msg, NodeProfileUpdate | TaskProfileUpdate):
+                        raise DecodeError(f"expected a profile delta, got {type(msg).__name__}")
+                    delta = msg
             except Exception as exc:
                 await reject(event, describe_error(exc))
+                await s.ack(event)
                 continue
-            a = analysis()
-            if isinstance(delta, NodeProfileUpdate):
-                k = delta.name.encode()
-                if delta.profile is None:
-                    c_nodes.pop(k, None)
-                else:
-                    c_nodes[k] = delta.profile.model_dump_json().encode()
+            ia = instants()
+            buf = buffer("cluster", 0, cluster)
+            if isinstance(decoded, SourceProgress):
+                buf.watermarks.on_progress(event.message.topic, decoded)
+                await hold_progress(s, "cluster", 0, event.message.topic, event, decoded)
+                wm, ready = buf.ready()
+                if wm is None:
+                    continue
+                for o, (ev, d) in ready:
+                    remember(d)
+                    await publish_signals(ia.add(o, d))
+                    await s.ack(ev)
+                await publish_signals(ia.release(wm))
+                counters["released"] += len(ready)
+                cluster[b"~meta"] = orjson.dumps(ia.analysis.clock_state())
+                cluster[released_key(0)] = wm.isoformat().encode()
+            elif delta is None:
+                continue
+            elif order is None:
+                # telemetry-driven (a memory peak): applied as it comes
+                remember(delta)
+                await publish_signals(ia.add(OrderKey(delta.at, "", 0, "", 2), delta))
+                await s.ack(event)
+            elif buf.is_late(order.at):
+                counters["redelivered"] += 1
+                await s.ack(event)
             else:
-                k = delta.key.encode()
-                if delta.profile is None:
-                    c_tasks.pop(k, None)
-                else:
-                    c_tasks[k] = delta.profile.model_dump_json().encode()
-            out = a.apply(delta) + a.advance(delta.at)
-            if a.now is not None:
-                c_meta[b"now"] = a.now.isoformat().encode()
-            for sig in out:
-                fp = sig.fingerprint.encode()
-                if sig.state == "open":
-                    c_open[fp] = to_json(sig)
-                else:
-                    c_open.pop(fp, None)
-                counters["signals"] += 1
-                await signals_out.send(key=fp, value=to_json(sig))
+                buf.add(order, (event, delta))
             yield None
 
     return app
 
 
-def _rebuild(
-    cfg: WorkerConfig, c_nodes: Any, c_tasks: Any, c_open: Any, c_meta: Any
-) -> FragmentationAnalysis:
-    """The analysis as it was: its inputs replayed silently, its open signals restored."""
-    from models import NodeProfile
-
+def _rebuild(cfg: WorkerConfig, cluster: Any) -> InstantAnalysis:
+    """The analysis as it was: its inputs replayed silently, its open signals and its schedule
+    of deferred work restored."""
     a = FragmentationAnalysis(settings=cfg.analysis, typical=cfg.typical)
-    raw_now = c_meta.get(b"now")
-    at = datetime.fromisoformat(raw_now.decode()) if raw_now else None
-    if at is None:
-        return a
-    for name, raw in sorted(c_nodes.items()):
-        profile = NodeProfile.model_validate_json(raw)
-        a.apply(NodeProfileUpdate(name.decode(), profile, profile.updated_at))
-    for key, raw in sorted(c_tasks.items()):
-        a.apply(TaskProfileUpdate(key.decode(), TaskProfile.model_validate_json(raw), at))
-    a.advance(at)
-    a.open = {fp.decode(): from_json(Signal, raw) for fp, raw in c_open.items()}
+    ia = InstantAnalysis(a)
+    raw_meta = cluster.get(b"~meta")
+    raw_released = cluster.get(b"~released/0")
+    if raw_meta is None or raw_released is None:
+        return ia
+    nodes = tasks = 0
+    opened: dict[str, Signal] = {}
+    for k, raw in sorted(cluster.items()):
+        if k.startswith(b"n/"):
+            profile = NodeProfile.model_validate_json(raw)
+            a.apply(NodeProfileUpdate(k[2:].decode(), profile, profile.updated_at))
+            nodes += 1
+        elif k.startswith(b"t/"):
+            task = TaskProfile.model_validate_json(raw)
+            a.apply(TaskProfileUpdate(k[2:].decode(), task, task.created_at))
+            tasks += 1
+        elif k.startswith(b"o/"):
+            opened[k[2:].decode()] = from_json(Signal, raw)
+    a.restore_clock(orjson.loads(raw_meta))
+    a.open = opened
+    ia.watermark = datetime.fromisoformat(raw_released.decode())
     log.info(
-        "cluster view rebuilt: %d nodes, %d tasks, %d open signals",
-        len(c_nodes),
-        len(c_tasks),
-        len(a.open),
+        "cluster view rebuilt at %s: %d nodes, %d tasks, %d open signals",
+        ia.watermark.isoformat(),
+        nodes,
+        tasks,
+        len(opened),
     )
-    return a
+    return ia

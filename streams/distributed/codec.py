@@ -13,7 +13,9 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from models import Node, NodeProfile, TaskProfile
+from models import Envelope, Node, NodeProfile, TaskProfile, from_json
+from models.progress import SourceProgress
+from streams.fragmentation.instants import OrderKey
 from streams.profiles.join import (
     Binding,
     GpuTelemetry,
@@ -35,7 +37,9 @@ def _dump(model: TaskProfile | NodeProfile | None) -> Any:
     return None if model is None else model.model_dump(mode="json")
 
 
-def encode(msg: Message) -> bytes:
+def encode(msg: Message, *, order: OrderKey | None) -> bytes:
+    """``order`` is the message's place in the source order (None: telemetry-driven, applied
+    whenever it comes)."""
     at = msg.at.isoformat()
     if isinstance(msg, Binding):
         body: dict[str, Any] = {
@@ -52,41 +56,82 @@ def encode(msg: Message) -> bytes:
         body = {"type": "task", "key": msg.key, "profile": _dump(msg.profile)}
     body["v"] = VERSION
     body["at"] = at
+    if order is not None:
+        body["order"] = [
+            order.at.isoformat(),
+            order.source,
+            order.seq,
+            order.id,
+            order.rank,
+            order.sub,
+        ]
     return orjson.dumps(body)
 
 
-def decode(data: bytes) -> Message:
+def encode_progress(progress: SourceProgress) -> bytes:
+    return progress.model_dump_json().encode()
+
+
+def _progress(body: Any, data: bytes) -> SourceProgress | None:
+    if isinstance(body, dict) and body.get("kind") == "progress":
+        return SourceProgress.model_validate_json(data)
+    return None
+
+
+def decode_input(data: bytes) -> Envelope | SourceProgress:
+    """An input topic's record: an event, or a source's progress report."""
+    if data.startswith(b'{"kind"'):
+        progress = _progress(orjson.loads(data), data)
+        if progress is not None:
+            return progress
+    return from_json(Envelope, data)
+
+
+def decode(data: bytes) -> tuple[Message, OrderKey | None] | SourceProgress:
+    """An internal topic's record: a message with its order, or a stage's progress report."""
     try:
         body = orjson.loads(data)
+        progress = _progress(body, data)
+        if progress is not None:
+            return progress
         if body.get("v") != VERSION:
             raise DecodeError(f"unsupported message version {body.get('v')!r}")
         at = datetime.fromisoformat(body["at"])
-        kind = body["type"]
-        if kind == "binding":
-            task = body["task"]
-            return Binding(
-                body["node"],
-                body["key"],
-                None if task is None else TaskProfile.model_validate(task),
-                at,
-            )
-        if kind == "peak":
-            return PeakReport(body["key"], float(body["used_mib"]), at)
-        if kind == "node":
-            p = body["profile"]
-            return NodeProfileUpdate(
-                body["name"], None if p is None else NodeProfile.model_validate(p), at
-            )
-        if kind == "task":
-            p = body["profile"]
-            return TaskProfileUpdate(
-                body["key"], None if p is None else TaskProfile.model_validate(p), at
-            )
-        raise DecodeError(f"unknown message type {kind!r}")
+        raw_order = body.get("order")
+        order = None
+        if raw_order is not None:
+            o_at, source, seq, id_, rank, sub = raw_order
+            order = OrderKey(datetime.fromisoformat(o_at), source, seq, id_, rank, sub)
+        return _message(body, at), order
     except DecodeError:
         raise
     except Exception as exc:
         raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _message(body: dict[str, Any], at: datetime) -> Message:
+    kind = body["type"]
+    if kind == "binding":
+        task = body["task"]
+        return Binding(
+            body["node"],
+            body["key"],
+            None if task is None else TaskProfile.model_validate(task),
+            at,
+        )
+    if kind == "peak":
+        return PeakReport(body["key"], float(body["used_mib"]), at)
+    if kind == "node":
+        p = body["profile"]
+        return NodeProfileUpdate(
+            body["name"], None if p is None else NodeProfile.model_validate(p), at
+        )
+    if kind == "task":
+        p = body["profile"]
+        return TaskProfileUpdate(
+            body["key"], None if p is None else TaskProfile.model_validate(p), at
+        )
+    raise DecodeError(f"unknown message type {kind!r}")
 
 
 def describe_error(exc: Exception) -> str:

@@ -39,6 +39,12 @@ NODES = TopicSpec(
 )
 SCHEDULER_EVENTS = TopicSpec("gpufrag.scheduler-events", 12, "namespace/name or node", _delete(3))
 GPU_SAMPLES = TopicSpec("gpufrag.gpu-samples", 12, "node name", _delete(1))
+QUEUES = TopicSpec(
+    "gpufrag.queues",
+    3,
+    "<kind>:namespace/name of the quota or queue object",
+    {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+)
 NODE_BINDINGS = TopicSpec("gpufrag.node-bindings", 12, "node name", _delete(7))
 POD_PEAKS = TopicSpec("gpufrag.pod-peaks", 12, "namespace/name", _delete(1))
 CAPACITY_DELTAS = TopicSpec("gpufrag.capacity-deltas", 1, "node name or namespace/name", _delete(7))
@@ -51,6 +57,7 @@ ALL = (
     NODES,
     SCHEDULER_EVENTS,
     GPU_SAMPLES,
+    QUEUES,
     NODE_BINDINGS,
     POD_PEAKS,
     CAPACITY_DELTAS,
@@ -63,4 +70,26 @@ INPUT_BY_KIND = {
     EventKind.NODE: NODES,
     EventKind.SCHEDULER: SCHEDULER_EVENTS,
     EventKind.GPU_SAMPLE: GPU_SAMPLES,
+    EventKind.QUEUE: QUEUES,
 }
+
+TABLES = {
+    "tasks": PODS.partitions,
+    "node-states": NODES.partitions,
+    "cluster": CAPACITY_DELTAS.partitions,
+}
+"""The worker's Faust tables and their partitions (those of the stream that writes them)."""
+
+
+def changelogs(app_id: str) -> list[TopicSpec]:
+    """The tables' changelog topics, named as Faust names them. Created up front, compacted,
+    so a worker never races the broker's metadata for a topic it has just declared."""
+    return [
+        TopicSpec(
+            f"{app_id}-{table}-changelog",
+            partitions,
+            "table key",
+            {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+        )
+        for table, partitions in TABLES.items()
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from models import (
     MILLI_PER_GPU,
@@ -123,6 +123,45 @@ class FragmentationAnalysis:
         ):
             out += self._evaluate_pending(event_time)
         return out
+
+    def next_due(self) -> datetime | None:
+        """When ``advance`` next has work that no input will trigger: a deferred pending-queue
+        evaluation or typical-pods rebuild. Hosts call ``advance`` at that event time, so the
+        work happens at the same instant whatever the input's arrival pattern."""
+        dues: list[datetime] = []
+        s = self.settings
+        if self._changed and self._evaluated_at is not None:
+            dues.append(self._evaluated_at + timedelta(seconds=s.evaluate_every_s))
+        if self._typical_dirty and self._typical_built_at is not None:
+            dues.append(self._typical_built_at + timedelta(seconds=s.typical_refresh_s))
+        return min(dues) if dues else None
+
+    def clock_state(self) -> dict[str, object]:
+        """What decides when deferred work falls due, so a restarted host resumes on the same
+        schedule (JSON-ready); the rest of the state is re-derived from the profiles."""
+
+        def iso(t: datetime | None) -> str | None:
+            return None if t is None else t.isoformat()
+
+        return {
+            "now": iso(self.now),
+            "evaluated_at": iso(self._evaluated_at),
+            "changed": self._changed,
+            "typical_built_at": iso(self._typical_built_at),
+            "typical_dirty": self._typical_dirty,
+            "evaluations": self.evaluations,
+        }
+
+    def restore_clock(self, state: dict[str, object]) -> None:
+        def when(v: object) -> datetime | None:
+            return None if v is None else datetime.fromisoformat(str(v))
+
+        self.now = when(state["now"])
+        self._evaluated_at = when(state["evaluated_at"])
+        self._changed = bool(state["changed"])
+        self._typical_built_at = when(state["typical_built_at"])
+        self._typical_dirty = bool(state["typical_dirty"])
+        self.evaluations = int(str(state["evaluations"]))
 
     def flush(self) -> list[Signal]:
         """Evaluate whatever is outstanding now, e.g. at the end of a replay."""

@@ -11,6 +11,7 @@ taken from it flows through every stage and the output before ``run`` returns.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,15 +21,31 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from models import Envelope, Signal, TaskProfile
 from streams.fragmentation.analysis import ClusterFragmentation, FragmentationAnalysis
+from streams.fragmentation.instants import InstantAnalysis, OrderKey, rank_of
 from streams.fragmentation.pending import Explanation
 from streams.profiles.join import ProfileJoin, ProfileUpdate
 
 QUEUE_SIZE = 2048
+log = logging.getLogger(__name__)
+
+
+def keyed_updates(
+    env: Envelope, updates: list[ProfileUpdate]
+) -> list[tuple[OrderKey, ProfileUpdate]]:
+    """The order keys the distributed runner gives the same deltas (see ``OrderKey``)."""
+    subs = [0, 0]
+    out = []
+    for u in updates:
+        rank = rank_of(u)
+        out.append((OrderKey(u.at, env.source, env.seq or 0, env.id, rank, subs[rank]), u))
+        subs[rank] += 1
+    return out
 
 
 @dataclass(slots=True)
 class Emission:
-    """Everything one input event produced, in order (``env`` is None for the end of input)."""
+    """What one input event produced (its profile changes, and signals only from late input),
+    or, with ``env`` None, what one instant's evaluation produced."""
 
     at: datetime
     env: Envelope | None
@@ -37,7 +54,7 @@ class Emission:
     explanations: dict[str, tuple[Explanation, TaskProfile]] | None = None
     """Set when the pending queue was evaluated: every pending pod's current explanation."""
     snapshot: tuple[datetime, ClusterFragmentation] | None = None
-    """The cluster's state at the end of the previous instant, once event time moved on."""
+    """The cluster's state at the end of an evaluated instant."""
 
 
 @dataclass(slots=True)
@@ -153,6 +170,8 @@ class EmbeddedRunner:
                 env = next(it, None)
                 if env is None:
                     break
+                if env.seq is None:  # the input's order breaks ties within an instant
+                    env = env.model_copy(update={"seq": n})
                 if self.pace is not None and await self._stopped_within(self.pace(env.event_time)):
                     break
                 m.events_in.labels("source").inc()
@@ -200,6 +219,7 @@ class EmbeddedRunner:
     async def _analyse(self, inq: asyncio.Queue[object]) -> None:
         m = self.metrics
         a = self.analysis
+        instants = InstantAnalysis(a)
         last_time: datetime | None = None
         while True:
             item = await inq.get()
@@ -209,19 +229,16 @@ class EmbeddedRunner:
             m.events_in.labels("analysis").inc()
             at = item.at
             m.saw("analysis", at.timestamp())
+            if last_time is not None and at > last_time:
+                # the input is in event-time order: the previous instant is complete
+                await self._release(instants, last_time)
+            assert item.env is not None
             try:
-                if last_time is not None and at > last_time:
-                    item.snapshot = (last_time, a.snapshot())
-                evaluations = a.evaluations
-                for update in item.updates:
-                    item.signals += a.apply(update)
-                item.signals += a.advance(at)
-                if a.evaluations != evaluations:
-                    item.explanations = self._explanations()
+                for key, update in keyed_updates(item.env, item.updates):
+                    item.signals += instants.add(key, update)
             except Exception as exc:  # the operator's state stays as it was before this event
                 m.errors.labels("analysis").inc()
                 self.failures += 1
-                assert item.env is not None
                 await self.output.dead_letter(
                     Failure(item.env, "analysis", f"{type(exc).__name__}: {exc}")
                 )
@@ -234,6 +251,9 @@ class EmbeddedRunner:
             if self.on_progress is not None:
                 self.on_progress(self.processed, at)
         final: tuple[datetime, ClusterFragmentation] | None = None
+        if last_time is not None:
+            # what was taken is evaluated, interrupted or not
+            await self._release(instants, last_time)
         if not self.interrupted:
             # the end of the input: evaluate what is outstanding, as a last event would
             signals = a.flush()
@@ -246,6 +266,29 @@ class EmbeddedRunner:
         elif last_time is not None:
             final = (last_time, a.snapshot())
         await self.output.final(final)
+
+    async def _release(self, instants: InstantAnalysis, upto: datetime) -> None:
+        """Evaluate every instant up to ``upto``; each becomes one emission with the signals,
+        explanations (when the pending queue was evaluated) and the cluster's state after it."""
+        a = self.analysis
+        done: list[Emission] = []
+
+        def on_instant(at: datetime, signals: list[Signal]) -> None:
+            item = Emission(at=at, env=None, signals=signals, snapshot=(at, a.snapshot()))
+            if a.evaluations != seen[0]:
+                seen[0] = a.evaluations
+                item.explanations = self._explanations()
+            done.append(item)
+
+        seen = [a.evaluations]
+        try:
+            instants.release(upto, on_instant=on_instant)
+        except Exception as exc:  # counted, reported, and the run goes on
+            self.metrics.errors.labels("analysis").inc()
+            self.failures += 1
+            log.exception("evaluating the instant %s failed: %s", upto.isoformat(), exc)
+        for item in done:
+            await self.output.emit(item)
 
     def _explanations(self) -> dict[str, tuple[Explanation, TaskProfile]]:
         a = self.analysis

@@ -19,8 +19,10 @@ from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, 
 from models import Signal
 from streams.app.workload import pod_shape
 from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.fragmentation.instants import InstantAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import ProfileJoin
+from streams.runner.embedded import keyed_updates
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag, gpufrag_env, store_at
 from tests.app.test_report_browser import chromium
 
@@ -40,6 +42,14 @@ def operator_signals(
     limit_events: int | None = None, *, flush: bool = True, node_limit: int = NODE_LIMIT
 ) -> list[Signal]:
     """What the core operators emit for the reduced replay, hosted by nothing but a loop."""
+    return operator_run(limit_events, flush=flush, node_limit=node_limit)[0]
+
+
+def operator_run(
+    limit_events: int | None = None, *, flush: bool = True, node_limit: int = NODE_LIMIT
+) -> tuple[list[Signal], ProfileJoin]:
+    """The signals and the final profiles of the reduced replay, from a plain loop over the
+    operators: the join, then the analysis one event-time instant at a time."""
     nodes = read_nodes(bundled_nodes_path())
     pods = read_pods(bundled_pods_path())
     sim = SimulatedCluster(
@@ -51,16 +61,23 @@ def operator_signals(
     )
     join = ProfileJoin()
     analysis = FragmentationAnalysis(typical=TypicalPods.from_shapes(map(pod_shape, pods)))
+    instants = InstantAnalysis(analysis)
     out: list[Signal] = []
+    last = None
     for n, env in enumerate(sim.events()):
         if limit_events is not None and n >= limit_events:
             break
-        for u in join.apply(env):
-            out += analysis.apply(u)
-        out += analysis.advance(env.event_time)
+        env = env.model_copy(update={"seq": n})
+        if last is not None and env.event_time > last:
+            out += instants.release(last)
+        for key, u in keyed_updates(env, join.apply(env)):
+            out += instants.add(key, u)
+        last = env.event_time
+    if last is not None:
+        out += instants.release(last)
     if flush:
         out += analysis.flush()
-    return out
+    return out, join
 
 
 def stored_signals(dsn: str) -> list[dict[str, object]]:

@@ -15,6 +15,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from connectors.kafka.admin import TopicMismatch, TopicRequest, ensure_topics
 from models import Envelope, from_json
+from models.progress import SourceProgress
 from streams.app.bus import Bus
 from streams.distributed import topics
 
@@ -88,11 +89,30 @@ def test_publish_puts_a_replay_on_keyed_input_topics(
     )
     assert out.returncode == 0, out.stderr
     sent = int(out.stdout.split("published ")[1].split()[0])
+    reports = int(out.stdout.split("progress reports ")[1].split()[0])
     names = [t.full_name(topic_prefix) for t in topics.INPUT_BY_KIND.values()]
-    got = asyncio.run(_consume_all(kafka_bootstrap, names, sent))
-    assert len(got) == sent
+    got = asyncio.run(_consume_all(kafka_bootstrap, names, sent + reports))
+    assert len(got) == sent + reports
     partitions_of_key: defaultdict[tuple[str, bytes], set[int]] = defaultdict(set)
+    last_time = max(
+        from_json(Envelope, v).event_time for _, _, _, v in got if not v.startswith(b'{"kind"')
+    )
+    # progress: every partition of every input topic hears it, no event breaks its promise,
+    # and the last report of each partition covers the whole replay
+    promised: dict[tuple[str, int], object] = {}
+    for topic, partition, _, value in got:
+        if value.startswith(b'{"kind"'):
+            progress = SourceProgress.model_validate_json(value)
+            promised[(topic, partition)] = progress.upto
+            continue
+        at = from_json(Envelope, value).event_time
+        upto = promised.get((topic, partition))
+        assert upto is None or at > upto, f"event at {at} after progress up to {upto}"
+    assert len(promised) == sum(t.partitions for t in topics.INPUT_BY_KIND.values())
+    assert set(promised.values()) == {last_time}
     for topic, partition, key, value in got:
+        if value.startswith(b'{"kind"'):
+            continue
         envelope = from_json(Envelope, value)
         assert envelope.key.encode() == key
         assert topics.INPUT_BY_KIND[envelope.kind].full_name(topic_prefix) == topic

@@ -15,6 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from connectors.trace.bundled import bundled_pods_path
+from models import Signal, from_json
 from streams.distributed import topics
 from tests.app.test_replay_pipeline import NODE_LIMIT, operator_signals
 
@@ -53,6 +54,18 @@ def _start_worker(bootstrap: str, prefix: str, log: Path) -> subprocess.Popen[by
         assert time.monotonic() < deadline, "worker not ready in 120 s"
         time.sleep(0.5)
     return proc
+
+
+def signal_key(d: dict[str, object]) -> tuple[object, ...]:
+    """What must match between runners: identity, state, times and evidence."""
+    return (
+        d["fingerprint"],
+        d["kind"],
+        d["state"],
+        d["opened_at"],
+        d["resolved_at"],
+        orjson.dumps(d["evidence"], option=orjson.OPT_SORT_KEYS),
+    )
 
 
 def _malformed(i: int) -> bytes:
@@ -146,19 +159,13 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         )
         assert out.returncode == 0, out.stderr
 
-        # Which signals open and resolve matches the embedded runner. The evidence matches for
-        # node-scoped signals; cluster-wide ones are evaluated when deltas from different
-        # partitions arrive, whose interleaving differs from the embedded order, so their
-        # evidence (and the unplaceable-pending set) is compared once the cluster view orders
-        # its input by event time (README: distributed runner, status).
-        def key(kind: str, fp: str, state: str, evidence: object) -> tuple[str, str, bytes]:
-            ev = orjson.dumps(evidence, option=orjson.OPT_SORT_KEYS)
-            return (fp, state, ev if kind == "stranded_gpus" else b"")
-
-        ours = {
-            key(s.kind.value, s.fingerprint, s.state, s.evidence)
-            for s in operator_signals(flush=False)
-            if s.kind.value != "unplaceable_pending"
+        # The cluster view restores event-time order, so every signal (unplaceable pods and
+        # cluster-wide ones included) matches the embedded runner's, evidence and times too.
+        ours = {signal_key(s.model_dump(mode="json")) for s in operator_signals(flush=False)}
+        assert {k[1] for k in ours} >= {
+            "stranded_gpus",
+            "fragmentation",
+            "unplaceable_pending",
         }
         raw = asyncio.run(
             _collect(
@@ -166,13 +173,10 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
                 topics.SIGNALS.full_name(topic_prefix),
                 until=len(ours),
                 timeout_s=180,
+                settle_s=3.0,
             )
         )
-        theirs = {
-            key(d["kind"], d["fingerprint"], d["state"], d["evidence"])
-            for d in map(orjson.loads, raw)
-            if d["kind"] != "unplaceable_pending"
-        }
+        theirs = {signal_key(from_json(Signal, r).model_dump(mode="json")) for r in raw}
         assert theirs == ours
         dead = asyncio.run(
             _collect(

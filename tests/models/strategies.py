@@ -33,6 +33,9 @@ from models import (
     PodEvent,
     PodPhase,
     QosClass,
+    QueueEvent,
+    QueueObject,
+    QueueSourceKind,
     ResourceRequest,
     SchedulerEvent,
     SchedulingEvent,
@@ -58,6 +61,7 @@ __all__ = [
     "st_node_profile",
     "st_payload",
     "st_pod",
+    "st_queue_object",
     "st_resource_request",
     "st_scheduler_event",
     "st_signal",
@@ -242,6 +246,33 @@ def st_scheduler_event() -> st.SearchStrategy[SchedulerEvent]:
 
 
 _change = st.sampled_from(["upsert", "delete"])
+_amounts = st.dictionaries(
+    st.sampled_from(["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpumem"]),
+    st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False),
+    max_size=3,
+)
+
+
+@st.composite
+def st_queue_object(draw: st.DrawFn) -> QueueObject:
+    kind = draw(st.sampled_from(QueueSourceKind))
+    cluster_scoped = kind in (QueueSourceKind.CLUSTER_QUEUE, QueueSourceKind.VOLCANO_QUEUE)
+    return QueueObject(
+        source_kind=kind,
+        namespace=None if cluster_scoped else draw(_name),
+        name=draw(_name),
+        uid=draw(st.text(max_size=8)),
+        parent=draw(st.none() | _name),
+        cohort=draw(st.none() | _name),
+        nominal=draw(_amounts),
+        limit=draw(_amounts),
+        used=draw(_amounts),
+        requested=draw(_amounts),
+        min_member=draw(st.none() | st.integers(1, 64)),
+        state=draw(st.none() | st.sampled_from(["Pending", "Running", "Open", "Admitted"])),
+        pending=draw(st.none() | st.integers(0, 1000)),
+        admitted=draw(st.none() | st.integers(0, 1000)),
+    )
 
 
 def st_payload(kind: EventKind | None = None) -> st.SearchStrategy[PayloadModel]:
@@ -251,6 +282,7 @@ def st_payload(kind: EventKind | None = None) -> st.SearchStrategy[PayloadModel]
         EventKind.NODE: st.builds(NodeEvent, change=_change, node=st_node()),
         EventKind.SCHEDULER: st.builds(SchedulingEvent, event=_scheduler_event),
         EventKind.GPU_SAMPLE: st.builds(GpuSampleEvent, sample=st_gpu_sample()),
+        EventKind.QUEUE: st.builds(QueueEvent, change=_change, queue=st_queue_object()),
     }
     if kind is not None:
         return by_kind[kind]

@@ -18,6 +18,9 @@ from models import (
     NodeEvent,
     Pod,
     PodEvent,
+    QueueEvent,
+    QueueObject,
+    QueueSourceKind,
     ResourceRequest,
     SchedulerEvent,
     SchedulingEvent,
@@ -99,3 +102,12 @@ def test_unknown_payload_kind_rejected() -> None:
     raw = to_json(Envelope.wrap(_pod_event(), event_time=T0, source="kube"))
     with pytest.raises(ValidationError, match="payload"):
         from_json(Envelope, raw.replace(b'"kind":"pod"', b'"kind":"volume"'))
+
+
+def test_queue_keys_name_the_kind_and_scope() -> None:
+    quota = QueueObject(source_kind=QueueSourceKind.RESOURCE_QUOTA, namespace="ml", name="gpu")
+    cq = QueueObject(source_kind=QueueSourceKind.CLUSTER_QUEUE, name="team-a")
+    assert key_of(QueueEvent(change="upsert", queue=quota)) == "ResourceQuota:ml/gpu"
+    assert key_of(QueueEvent(change="delete", queue=cq)) == "ClusterQueue:team-a"
+    env = Envelope.wrap(QueueEvent(change="upsert", queue=cq), event_time=T0, source="kube")
+    assert env.kind is EventKind.QUEUE

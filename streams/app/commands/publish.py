@@ -55,13 +55,22 @@ def publish(
     prefix: Annotated[
         str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
     ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="Events per wall-clock second; default as fast as possible."),
+    ] = None,
 ) -> None:
-    """Send events onto the input topics (created if missing), keyed for the workers."""
+    """Send events onto the input topics (created if missing), keyed for the workers. A broker
+    that goes away for a while is waited for (up to two minutes per send), not given up on."""
     bus = Bus.resolve(bootstrap, prefix)
     rejected: list[str] = []
     with user_errors():
         if file is not None:
-            source: Iterator[Envelope] = read_events(file, rejected)
+            # a file need not be in event-time order; the bus needs it in order (progress
+            # reports promise that nothing earlier follows), so it is sorted first (stable)
+            source: Iterator[Envelope] = iter(
+                sorted(read_events(file, rejected), key=lambda e: e.event_time)
+            )
         else:
             sim = SimulatedCluster(
                 read_nodes(nodes or bundled_nodes_path()),
@@ -75,18 +84,18 @@ def publish(
                 ),
             )
             source = sim.events()
-        sent = asyncio.run(_publish(bus, source))
+        sent, reports = asyncio.run(_publish(bus, source, rate=rate))
     for line in rejected[:20]:
         typer.echo(f"gpufrag: rejected {line}", err=True)
     typer.echo(
         f"published {sent} events to {bus.bootstrap} (prefix {bus.prefix!r}); "
-        f"rejected {len(rejected)}"
+        f"rejected {len(rejected)}; progress reports {reports}"
     )
     if rejected:
         raise typer.Exit(1)
 
 
-async def _publish(bus: Bus, source: Iterator[Envelope]) -> int:
+async def _publish(bus: Bus, source: Iterator[Envelope], *, rate: float | None) -> tuple[int, int]:
     await bus.ensure_topics()
     pub = EventPublisher(
         bus.bootstrap,
@@ -94,8 +103,15 @@ async def _publish(bus: Bus, source: Iterator[Envelope]) -> int:
     )
     await pub.start()
     try:
-        for env in source:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for n, env in enumerate(source):
+            if rate is not None:
+                ahead_s = started + n / rate - loop.time()
+                if ahead_s > 0:
+                    await asyncio.sleep(ahead_s)
             await pub.publish(env)
+        await pub.report_progress()
     finally:
         await pub.stop()
-    return pub.sent
+    return pub.sent, pub.progress_sent

@@ -50,7 +50,7 @@ def worker(
                 (pod_shape(p) for p in read_pods(typical_from)),
                 coverage=settings.analysis.coverage,
             )
-        asyncio.run(bus.ensure_topics())
+        asyncio.run(bus.ensure_topics(app_id=app_id))
     cfg = WorkerConfig(
         app_id=app_id,
         bootstrap=bus.bootstrap,

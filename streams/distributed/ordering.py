@@ -1,0 +1,122 @@
+"""Putting a stage partition's input back in event-time order.
+
+A stage partition reads several topic partitions (pods and scheduler events; nodes, GPU samples
+and bindings from every pod partition; deltas from every stage), each written by one or more
+sources that report their progress (``models.progress.SourceProgress``). Items wait in a heap
+until every source the partition hears from has reported progress past them; then they are
+released in ``OrderKey`` order, which is the order the embedded runner processes them in.
+
+Sources are of two sorts: the publishers and watchers outside (learned from their progress
+reports, with the kinds they publish), and the upstream stage partitions (fixed: the node stage
+waits for every pod partition, the cluster view for every stage partition). An outside source
+that falls more than ``max_source_lag_s`` of event time behind the most advanced one (a watcher
+that was stopped for good) no longer holds the others back; its later events count as late.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Generic, TypeVar
+
+from models import EventKind
+from models.progress import SourceProgress
+from streams.fragmentation.instants import OrderKey
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Watermarks:
+    """The event time up to which every source of one stage partition is complete."""
+
+    topic_of_kind: dict[EventKind, str]
+    """This stage's input topic for each event kind that outside sources publish."""
+    fixed: dict[str, str] = field(default_factory=dict)
+    """Upstream stage partitions (source name -> the topic they report on): always waited for."""
+    max_source_lag_s: float = 600.0
+    _upto: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    _needs: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def on_progress(self, topic: str, progress: SourceProgress) -> bool:
+        """Record a report; True when it moved this channel forward."""
+        if progress.source not in self.fixed:
+            needs = frozenset(
+                self.topic_of_kind[k] for k in progress.kinds if k in self.topic_of_kind
+            )
+            self._needs[progress.source] = needs
+        ch = (progress.source, topic)
+        old = self._upto.get(ch)
+        if old is not None and progress.upto <= old:
+            return False
+        self._upto[ch] = progress.upto
+        return True
+
+    def current(self) -> datetime | None:
+        """None until every source has reported on every topic it writes here."""
+        fixed: list[datetime] = []
+        for source, topic in self.fixed.items():
+            at = self._upto.get((source, topic))
+            if at is None:
+                return None
+            fixed.append(at)
+        outside: list[datetime] = []
+        for source, needs in self._needs.items():
+            ats = [self._upto.get((source, t)) for t in needs]
+            if not ats:
+                continue
+            if any(a is None for a in ats):
+                return None
+            outside.append(min(a for a in ats if a is not None))
+        if outside:
+            ahead = max(outside)
+            lag = timedelta(seconds=self.max_source_lag_s)
+            outside = [a for a in outside if ahead - a <= lag]
+        marks = fixed + outside
+        return min(marks) if marks else None
+
+    def snapshot(self) -> dict[str, object]:
+        """For logs and metrics: each channel's progress."""
+        return {f"{s}@{t}": at.isoformat() for (s, t), at in sorted(self._upto.items())}
+
+
+@dataclass(slots=True)
+class Reorder(Generic[T]):
+    """Items of one stage partition waiting for the watermark."""
+
+    watermarks: Watermarks
+    released: datetime | None = None
+    """Everything at or before this was released (and so applied): later copies are
+    redeliveries after a restart, or a source that broke its progress promise."""
+    _heap: list[tuple[OrderKey, int, T]] = field(default_factory=list)
+    _pushed: int = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def is_late(self, at: datetime) -> bool:
+        return self.released is not None and at <= self.released
+
+    def add(self, key: OrderKey, item: T) -> None:
+        self._pushed += 1
+        heapq.heappush(self._heap, (key, self._pushed, item))
+
+    def ready(self) -> tuple[datetime | None, list[tuple[OrderKey, T]]]:
+        """The new watermark (None: unchanged) and the items it releases, in order."""
+        wm = self.watermarks.current()
+        if wm is None or (self.released is not None and wm <= self.released):
+            return None, []
+        out: list[tuple[OrderKey, T]] = []
+        heap = self._heap
+        while heap and heap[0][0].at <= wm:
+            key, _, item = heapq.heappop(heap)
+            out.append((key, item))
+        self.released = wm
+        return wm, out
+
+    def drain(self) -> list[T]:
+        """Everything still waiting (the partition moved to another worker)."""
+        items = [item for _, _, item in self._heap]
+        self._heap.clear()
+        return items

@@ -1,0 +1,292 @@
+"""Faust workers that die, share work, and outlive a broker outage, against a real broker.
+
+Each test compares the signals on the signals topic, and the cluster view's final profiles (read
+back from its table's changelog), with a plain loop over the same operators: nothing lost,
+nothing invented, and a signal repeated (at-least-once) only as an exact copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from models import NodeProfile, Signal, TaskProfile, from_json
+from streams.distributed import topics
+from tests.app.test_replay_pipeline import operator_run
+from tests.distributed.test_worker import _collect, _env, _start_worker, signal_key
+
+pytestmark = pytest.mark.kafka
+REPO_ROOT = Path(__file__).resolve().parents[2]
+KAFKA_SH = REPO_ROOT / "deploy" / "local" / "kafka.sh"
+
+
+def _expected(nodes: int) -> tuple[set[tuple[object, ...]], dict[str, bytes]]:
+    signals, join = operator_run(flush=False, node_limit=nodes)
+    state = {f"n/{k}": p.model_dump_json().encode() for k, p in join.node_profiles.items()}
+    state |= {f"t/{k}": t.model_dump_json().encode() for k, t in join.tasks.items()}
+    return {signal_key(s.model_dump(mode="json")) for s in signals}, state
+
+
+def _publish_cmd(prefix: str, nodes: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "streams.app",
+        "publish",
+        "--node-limit",
+        str(nodes),
+        "--prefix",
+        prefix,
+    ]
+
+
+def _publish(bootstrap: str, prefix: str, nodes: int) -> None:
+    out = subprocess.run(
+        _publish_cmd(prefix, nodes),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(bootstrap),
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def _got(raw: list[bytes]) -> tuple[set[tuple[object, ...]], list[str]]:
+    """The signal keys, and any key sent twice with different content (must be none)."""
+    keys: set[tuple[object, ...]] = set()
+    content: dict[tuple[object, ...], bytes] = {}
+    differing: list[str] = []
+    for r in raw:
+        d = from_json(Signal, r).model_dump(mode="json")
+        k = signal_key(d)
+        keys.add(k)
+        body = orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+        if content.setdefault(k, body) != body:
+            differing.append(str(k[:3]))
+    return keys, differing
+
+
+async def _table_state(bootstrap: str, changelog: str) -> dict[str, bytes]:
+    """The cluster table's last value per key (a None value deletes the key)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    state: dict[str, bytes] = {}
+    try:
+        tp = TopicPartition(changelog, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        while await consumer.position(tp) < end:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for records in batch.values():
+                for r in records:
+                    key = (r.key or b"").decode()
+                    if r.value is None:
+                        state.pop(key, None)
+                    else:
+                        state[key] = r.value
+    finally:
+        await consumer.stop()
+    return {k: v for k, v in state.items() if k[:2] in ("n/", "t/")}
+
+
+def _same_profiles(got: dict[str, bytes], want: dict[str, bytes]) -> None:
+    assert got.keys() == want.keys()
+    for k, raw in want.items():
+        model = NodeProfile if k.startswith("n/") else TaskProfile
+        assert model.model_validate_json(got[k]) == model.model_validate_json(raw), k
+
+
+def _signals_until(bootstrap: str, prefix: str, want: set[tuple[object, ...]]) -> list[bytes]:
+    def done(raw: list[bytes]) -> bool:
+        return _got(raw)[0] >= want
+
+    return asyncio.run(
+        _collect(
+            bootstrap,
+            topics.SIGNALS.full_name(prefix),
+            done=done,
+            timeout_s=240,
+            settle_s=4.0,
+        )
+    )
+
+
+def _stop(*procs: subprocess.Popen[bytes]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(30)
+
+
+def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    nodes = 100
+    expected, final = _expected(nodes)
+    _publish(kafka_bootstrap, topic_prefix, nodes)
+    first = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "first.log")
+    try:
+        seen = asyncio.run(
+            _collect(
+                kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120
+            )
+        )
+        assert 3 <= len(seen) < len(expected)  # mid-stream
+    finally:
+        first.kill()  # SIGKILL: no clean shutdown, no final commit
+        first.wait(30)
+    second = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "second.log")
+    try:
+        raw = _signals_until(kafka_bootstrap, topic_prefix, expected)
+        state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
+    finally:
+        _stop(second)
+    got, differing = _got(raw)
+    assert got == expected
+    assert differing == []  # a repeat is an exact copy, which sinks key on: no second row
+    _same_profiles(state, final)
+    assert "cluster view rebuilt" in (tmp_path / "second.log").read_text()
+
+
+def _ranges(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.strip("{} ").split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-")
+            out |= set(range(int(lo), int(hi) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def _assigned(log: Path, topic: str) -> list[set[int]]:
+    """Every assignment of ``topic`` a worker logged, in order."""
+    pattern = re.compile(rf"\|\s*{re.escape(topic)}\s*\|\s*(\{{[^}}]*\}})")
+    out: list[set[int]] = []
+    for block in log.read_text().split("Setting newly assigned partitions")[1:]:
+        m = pattern.search(block.split("for group")[0])
+        out.append(_ranges(m.group(1)) if m else set())
+    return out
+
+
+def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    nodes = 100
+    expected, final = _expected(nodes)
+    a = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "a.log")
+    b = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "b.log")
+    pods = topics.PODS.full_name(topic_prefix)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # B's arrival rebalances the group: wait until both hold a share
+            got_a, got_b = _assigned(tmp_path / "a.log", pods), _assigned(tmp_path / "b.log", pods)
+            if got_a and got_b and got_a[-1] and got_b[-1] and not got_a[-1] & got_b[-1]:
+                break
+            assert time.monotonic() < deadline, (got_a, got_b)
+            time.sleep(0.5)
+        assert got_a[-1] | got_b[-1] == set(range(topics.PODS.partitions))
+        publisher = subprocess.Popen(
+            _publish_cmd(topic_prefix, nodes),
+            env=_env(kafka_bootstrap),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        seen = asyncio.run(
+            _collect(
+                kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120
+            )
+        )
+        assert len(seen) >= 3
+        b.send_signal(signal.SIGTERM)  # mid-stream: B leaves, A takes its partitions over
+        b.wait(60)
+        assert publisher.wait(300) == 0
+        raw = _signals_until(kafka_bootstrap, topic_prefix, expected)
+        state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
+        assert _assigned(tmp_path / "a.log", pods)[-1] == set(range(topics.PODS.partitions))
+    finally:
+        _stop(a, b)
+    got, differing = _got(raw)
+    assert got == expected
+    assert differing == []
+    _same_profiles(state, final)
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A broker of this test's own, to stop and start without disturbing the others."""
+    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(tmp_path / "kafka")}
+    out = subprocess.run(
+        ["bash", str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    try:
+        yield out.stdout.strip().splitlines()[-1], env
+    finally:
+        subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
+
+
+def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
+    own_broker: tuple[str, dict[str, str]], topic_prefix: str, tmp_path: Path
+) -> None:
+    bootstrap, broker_env = own_broker
+    nodes = 100
+    expected, final = _expected(nodes)
+    worker = _start_worker(bootstrap, topic_prefix, tmp_path / "worker.log")
+    publisher = subprocess.Popen(
+        [*_publish_cmd(topic_prefix, nodes), "--rate", "400"],
+        env=_env(bootstrap),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        seen = asyncio.run(
+            _collect(bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
+        )
+        assert len(seen) >= 3 and publisher.poll() is None  # mid-stream, both sides busy
+        stop = subprocess.run(
+            ["bash", str(KAFKA_SH), "stop", "--keep-data"], env=broker_env, timeout=120
+        )
+        assert stop.returncode == 0
+        time.sleep(30)
+        start = subprocess.run(
+            ["bash", str(KAFKA_SH), "start"],
+            env=broker_env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert start.returncode == 0, start.stderr
+        assert start.stdout.strip().splitlines()[-1] == bootstrap  # same address, same data
+        _, err = publisher.communicate(timeout=300)
+        assert publisher.returncode == 0, err.decode()[-3000:]
+        raw = _signals_until(bootstrap, topic_prefix, expected)
+        state = asyncio.run(_table_state(bootstrap, f"{topic_prefix}app-cluster-changelog"))
+        assert worker.poll() is None
+    finally:
+        if publisher.poll() is None:
+            publisher.kill()
+        _stop(worker)
+    got, differing = _got(raw)
+    assert got == expected
+    assert differing == []
+    _same_profiles(state, final)
