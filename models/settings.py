@@ -80,6 +80,11 @@ class KafkaSettings(_Group):
     """Prepended to every topic name (one cluster, several gpufrag installations or tests)."""
     replication: Annotated[int, Field(ge=1)] = 1
     """Replication factor for topics gpufrag creates; 3 on a real cluster."""
+    max_source_lag_s: Annotated[float, Field(gt=0)] = 600.0
+    """Event-time seconds a source may fall behind the most advanced one before the workers stop
+    waiting for its progress reports (a watcher stopped for good); its events that come after the
+    others' progress has passed them are dead-lettered as late, so keep this above any real
+    source's delay."""
 
 
 class KubeResource(StrEnum):

@@ -195,7 +195,7 @@ def build_app(cfg: WorkerConfig) -> faust.App:
             buf = Reorder(marks(stage))
             raw = state.get(released_key(p))
             if raw is not None:
-                buf.released = datetime.fromisoformat(raw.decode())
+                buf.released = buf.restored = datetime.fromisoformat(raw.decode())
             buffers[(stage, p)] = buf
         return buf
 
@@ -233,6 +233,18 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 raw=event.value or b"",
             ),
         )
+
+    async def drop_late(stream: Any, event: Any, why: str, buf: Reorder[Any]) -> None:
+        if why == "redelivered":
+            counters["redelivered"] += 1
+        else:  # never silently: the source promised this would not come
+            assert buf.released is not None
+            await reject(
+                event,
+                f"late: event time at or before {buf.released.isoformat()}, which its source "
+                "had already reported complete",
+            )
+        await stream.ack(event)
 
     async def hold_progress(
         stream: Any, stage: str, p: int, topic_name: str, event: Any, progress: SourceProgress
@@ -317,9 +329,8 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 counters["released"] += len(ready)
                 tasks[released_key(p)] = wm.isoformat().encode()
                 await report("tasks", p, wm)
-            elif buf.is_late(item.event_time):
-                counters["redelivered"] += 1
-                await s.ack(event)
+            elif (why := buf.lateness(item.event_time)) is not None:
+                await drop_late(s, event, why, buf)
             else:
                 buf.add(
                     OrderKey(item.event_time, item.source, item.seq or 0, item.id), (event, item)
@@ -397,9 +408,8 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 await report("nodes", p, wm)
             elif entry is not None:
                 order, node, it, at = entry
-                if buf.is_late(order.at):
-                    counters["redelivered"] += 1
-                    await s.ack(event)
+                if (why := buf.lateness(order.at)) is not None:
+                    await drop_late(s, event, why, buf)
                 else:
                     buf.add(order, (event, (node, it, at)))
             yield None
@@ -477,9 +487,8 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 remember(delta)
                 await publish_signals(ia.add(OrderKey(delta.at, "", 0, "", 2), delta))
                 await s.ack(event)
-            elif buf.is_late(order.at):
-                counters["redelivered"] += 1
-                await s.ack(event)
+            elif (why := buf.lateness(order.at)) is not None:
+                await drop_late(s, event, why, buf)
             else:
                 buf.add(order, (event, delta))
             yield None

@@ -87,16 +87,24 @@ class Reorder(Generic[T]):
 
     watermarks: Watermarks
     released: datetime | None = None
-    """Everything at or before this was released (and so applied): later copies are
-    redeliveries after a restart, or a source that broke its progress promise."""
+    """Everything at or before this was released (and so applied)."""
+    restored: datetime | None = None
+    """How far the partition's previous owner had released (from the table): copies at or before
+    it are Kafka redelivering what that owner had not committed."""
     _heap: list[tuple[OrderKey, int, T]] = field(default_factory=list)
     _pushed: int = 0
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def is_late(self, at: datetime) -> bool:
-        return self.released is not None and at <= self.released
+    def lateness(self, at: datetime) -> str | None:
+        """None for an item to hold; "redelivered" for a copy of one already applied; "late"
+        for one whose source broke its progress promise (sent it after reporting past it)."""
+        if self.released is None or at > self.released:
+            return None
+        if self.restored is not None and at <= self.restored:
+            return "redelivered"
+        return "late"
 
     def add(self, key: OrderKey, item: T) -> None:
         self._pushed += 1

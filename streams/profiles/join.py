@@ -22,6 +22,7 @@ from models import (
     Pod,
     PodEvent,
     PodPhase,
+    QueueEvent,
     SchedulingEvent,
     TaskProfile,
     key_of,
@@ -286,6 +287,8 @@ class ProfileJoin:
             if not payload.event.pod_name:
                 return []  # node- or cluster-scoped: nothing about a task
             return self._task(key_of(payload), payload, at)
+        if isinstance(payload, QueueEvent):
+            return []  # quotas and queues: kept in the history, no profile yet
         raise TypeError(f"unhandled payload {type(payload).__name__}")
 
     def advance(self, event_time: datetime) -> list[ProfileUpdate]:

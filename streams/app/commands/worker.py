@@ -59,6 +59,7 @@ def worker(
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
         analysis=settings.analysis,
         typical=typical,
+        max_source_lag_s=settings.kafka.max_source_lag_s,
     )
     app = build_app(cfg)
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()

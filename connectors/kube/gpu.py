@@ -1,0 +1,99 @@
+"""GPU resource names and GPU product labels as NVIDIA's device plugin, GPU Feature Discovery
+and HAMi spell them, read into gpufrag's units."""
+
+from __future__ import annotations
+
+import re
+
+from models import KNOWN_GPU_MODELS
+
+__all__ = [
+    "GPU",
+    "GPU_CORES",
+    "GPU_MEMORY",
+    "GPU_SHARED",
+    "LABEL_COUNT",
+    "LABEL_MEMORY",
+    "LABEL_PRODUCT",
+    "LABEL_REPLICAS",
+    "MIG_PREFIX",
+    "gpu_model_of",
+    "is_gpu_resource",
+    "mig_profile",
+]
+
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+"""Time-slicing replicas when the device plugin renames them (``renameByDefault: true``)."""
+GPU_MEMORY = "nvidia.com/gpumem"
+"""HAMi: device memory per card, MiB."""
+GPU_CORES = "nvidia.com/gpucores"
+"""HAMi: compute share per card, percent."""
+MIG_PREFIX = "nvidia.com/mig-"
+"""MIG "mixed" strategy: one resource per profile, e.g. nvidia.com/mig-1g.10gb."""
+
+LABEL_PRODUCT = "nvidia.com/gpu.product"
+LABEL_COUNT = "nvidia.com/gpu.count"
+LABEL_MEMORY = "nvidia.com/gpu.memory"
+"""Per-card memory in MiB, as GPU Feature Discovery labels it."""
+LABEL_REPLICAS = "nvidia.com/gpu.replicas"
+
+
+def mig_profile(resource: str) -> str | None:
+    """ "1g.10gb" for "nvidia.com/mig-1g.10gb"; None for any other resource."""
+    if resource.startswith(MIG_PREFIX) and len(resource) > len(MIG_PREFIX):
+        return resource[len(MIG_PREFIX) :]
+    return None
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """Whether a quota on this resource limits GPUs (NVIDIA's, HAMi's, other vendors')."""
+    return resource.startswith("nvidia.com/") or "gpu" in resource.lower()
+
+
+_TOKEN = re.compile(r"[^A-Z0-9.]+")
+_SIMPLE = {
+    "GB200": "GB200",
+    "B200": "B200",
+    "H200": "H200",
+    "L40S": "L40S",
+    "L4": "L4",
+    "A10G": "A10G",
+    "A30": "A30",
+    "A10": "A10",
+    "T4": "T4",
+    "P100": "P100",
+    "P4": "P4",
+    "M40": "M40",
+    "3090": "3090",
+    "2080": "2080",
+    "1080": "1080",
+}
+
+
+def gpu_model_of(product: str, *, memory_mib: int | None = None) -> str | None:
+    """gpufrag's model name for a GPU Feature Discovery product label ("NVIDIA-A100-SXM4-80GB",
+    "Tesla-T4", "NVIDIA-H100-80GB-HBM3"); None when the product is not one gpufrag knows, so
+    the caller can say which label it could not read."""
+    if product in KNOWN_GPU_MODELS:
+        return product
+    tokens = [t for t in _TOKEN.split(product.upper()) if t]
+    sizes = {t for t in tokens if t.endswith("GB")}
+    for token in tokens:
+        if token == "H100":
+            return "H100-80GB" if "80GB" in sizes else "H100"
+        if token == "A100":
+            if "80GB" in sizes or (memory_mib is not None and memory_mib > 60_000):
+                return "A100-80GB"
+            if "40GB" in sizes or memory_mib is not None:
+                return "A100-40GB"
+            return "A100"
+        if token == "V100":
+            if "32GB" in sizes or (memory_mib is not None and memory_mib > 20_000):
+                return "V100M32"
+            if "16GB" in sizes or memory_mib is not None:
+                return "V100M16"
+            return "V100"
+        if token in _SIMPLE:
+            return _SIMPLE[token]
+    return None

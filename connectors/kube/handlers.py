@@ -1,0 +1,278 @@
+"""What each watched resource turns into: a handler maps one object (given what was emitted for
+it before) to its new state and the envelopes that state change produces. The reflector keeps
+the state per object; handlers hold no per-object memory of their own, so the store is the
+only thing that grows, and only with the cluster."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from connectors.kube.metrics import KubeMetrics
+from connectors.kube.objects import MappingError, identity_of
+from connectors.kube.pods import GangLookup, oom_kills, pod_from_kube
+from connectors.kube.scheduling import event_count, event_time, oom_event, scheduler_event
+from models import (
+    Envelope,
+    Frozen,
+    GangRef,
+    Node,
+    NodeEvent,
+    PayloadModel,
+    Pod,
+    PodEvent,
+    QueueEvent,
+    QueueObject,
+    SchedulingEvent,
+)
+
+__all__ = [
+    "Clock",
+    "Emit",
+    "EventHandler",
+    "GangIndex",
+    "Handler",
+    "MappingErrors",
+    "ModelHandler",
+    "PodHandler",
+    "PodState",
+    "node_payload",
+    "queue_payload",
+]
+
+log = logging.getLogger("connectors.kube")
+
+S = TypeVar("S")
+M = TypeVar("M", bound=Frozen)
+Change = Literal["upsert", "delete"]
+Emit = Callable[[Envelope], Awaitable[None]]
+Clock = Callable[[], datetime]
+
+
+class Handler(Protocol[S]):
+    async def upsert(self, obj: Any, prev: S | None) -> tuple[S | None, list[Envelope]]:
+        """New state of an added or changed object, and what to emit for the change."""
+        ...
+
+    async def delete(self, prev: S) -> list[Envelope]:
+        """What to emit when an object with this state is gone."""
+        ...
+
+
+class MappingErrors:
+    """An object that cannot be read is counted, logged, and the watch goes on: one bad object
+    must not stop the stream for the rest of the cluster. The same problem of the same object
+    is logged once (a node's status updates would repeat it every few minutes); that memory is
+    capped, so a cluster full of unreadable objects cannot grow it."""
+
+    LOGGED_CAP = 10_000
+
+    def __init__(self, *, resource: str, metrics: KubeMetrics) -> None:
+        self.resource = resource
+        self.metrics = metrics
+        self._logged: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def report(self, obj: Any, exc: MappingError) -> None:
+        self.metrics.errors.labels(self.resource, "mapping").inc()
+        key, rv = identity_of(obj)
+        seen = (key, str(exc))
+        if seen in self._logged:
+            self._logged.move_to_end(seen)
+            return
+        self._logged[seen] = None
+        if len(self._logged) > self.LOGGED_CAP:
+            self._logged.popitem(last=False)
+        log.warning("%s %s (resourceVersion %s): %s; not emitted", self.resource, key, rv, exc)
+
+
+def node_payload(change: Change, node: Node) -> PayloadModel:
+    return NodeEvent(change=change, node=node)
+
+
+def queue_payload(change: Change, queue: QueueObject) -> PayloadModel:
+    return QueueEvent(change=change, queue=queue)
+
+
+class ModelHandler(Generic[M]):
+    """Objects that map to one full-state model (nodes, quotas, queues): emit an upsert when
+    the model changed, a delete when the object is gone or stops mapping to anything (a quota
+    that no longer limits GPUs). Changes the model does not see (status heartbeats) emit
+    nothing."""
+
+    def __init__(
+        self,
+        *,
+        mapper: Callable[[Any, datetime], M | None],
+        payload: Callable[[Change, M], PayloadModel],
+        source: str,
+        clock: Clock,
+        errors: MappingErrors,
+        on_change: Callable[[M | None, M | None], Awaitable[None]] | None = None,
+    ) -> None:
+        self.mapper: Callable[[Any, datetime], M | None] = mapper
+        self.payload: Callable[[Change, M], PayloadModel] = payload
+        self.source = source
+        self.clock = clock
+        self.errors = errors
+        self.on_change: Callable[[M | None, M | None], Awaitable[None]] | None = on_change
+
+    def _env(self, change: Change, model: M) -> Envelope:
+        return Envelope.wrap(
+            self.payload(change, model), event_time=self.clock(), source=self.source
+        )
+
+    async def upsert(self, obj: Any, prev: M | None) -> tuple[M | None, list[Envelope]]:
+        try:
+            new = self.mapper(obj, self.clock())
+        except MappingError as exc:
+            self.errors.report(obj, exc)
+            return prev, []
+        if new == prev:
+            return prev, []
+        if self.on_change is not None:
+            await self.on_change(prev, new)
+        if new is None:
+            assert prev is not None
+            return None, [self._env("delete", prev)]
+        return new, [self._env("upsert", new)]
+
+    async def delete(self, prev: M) -> list[Envelope]:
+        if self.on_change is not None:
+            await self.on_change(prev, None)
+        return [self._env("delete", prev)]
+
+
+class GangIndex:
+    """Volcano PodGroup sizes by (namespace, name), for the pods that name their group: a pod
+    carries only the group's name, its PodGroup the size. Holds live PodGroups only."""
+
+    def __init__(self) -> None:
+        self.min_members: dict[tuple[str, str], int] = {}
+
+    def lookup(self, namespace: str, name: str) -> int | None:
+        return self.min_members.get((namespace, name))
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    pod: Pod | None
+    """What was last emitted for the pod (None if it could not be read)."""
+    ooms: frozenset[str]
+    """OOM kills the pod status still shows, already emitted: a kill is emitted once, not on
+    every later update or re-list of the pod."""
+
+
+class PodHandler:
+    """Pods: full-state upserts when the pod's model changes, and one OOMKilled scheduling
+    event per container run the status reports as OOM killed."""
+
+    def __init__(
+        self,
+        *,
+        gangs: GangLookup,
+        source: str,
+        clock: Clock,
+        errors: MappingErrors,
+    ) -> None:
+        self.gangs = gangs
+        self.source = source
+        self.clock = clock
+        self.errors = errors
+
+    def _env(self, payload: PayloadModel, at: datetime) -> Envelope:
+        return Envelope.wrap(payload, event_time=at, source=self.source)
+
+    async def upsert(self, obj: Any, prev: PodState | None) -> tuple[PodState, list[Envelope]]:
+        now = self.clock()
+        out: list[Envelope] = []
+        pod = prev.pod if prev is not None else None
+        try:
+            mapped = pod_from_kube(obj, gangs=self.gangs, now=now)
+        except MappingError as exc:
+            self.errors.report(obj, exc)
+        else:
+            if mapped != pod:
+                # The upsert goes first: an OOM of a pod nobody has heard of is dropped.
+                out.append(self._env(PodEvent(change="upsert", pod=mapped), now))
+            pod = mapped
+        kills = oom_kills(obj)
+        seen = prev.ooms if prev is not None else frozenset()
+        meta = obj.metadata
+        for kill in kills:
+            if kill.identity in seen:
+                continue
+            event = oom_event(
+                kill,
+                namespace=meta.namespace or "default",
+                name=meta.name,
+                uid=meta.uid or "",
+                node=obj.spec.node_name if obj.spec else None,
+            )
+            # Stamped with the kill's own time, so the same kill seen again after a restart of
+            # gpufrag gets the same envelope id and deduplicates downstream.
+            out.append(self._env(SchedulingEvent(event=event), kill.finished_at or now))
+        return PodState(pod=pod, ooms=frozenset(k.identity for k in kills)), out
+
+    async def delete(self, prev: PodState) -> list[Envelope]:
+        if prev.pod is None:
+            return []
+        return [self._env(PodEvent(change="delete", pod=prev.pod), self.clock())]
+
+    def regang(
+        self, namespace: str, group: str, min_member: int
+    ) -> Callable[[PodState], tuple[PodState, list[Envelope]]]:
+        """A restate function giving pods of one Volcano PodGroup its current size."""
+
+        def change(state: PodState) -> tuple[PodState, list[Envelope]]:
+            pod = state.pod
+            if (
+                pod is None
+                or pod.gang is None
+                or pod.namespace != namespace
+                or pod.gang.name != group
+                or pod.gang.min_member == min_member
+            ):
+                return state, []
+            new = pod.model_copy(update={"gang": GangRef(name=group, min_member=min_member)})
+            env = self._env(PodEvent(change="upsert", pod=new), self.clock())
+            return PodState(pod=new, ooms=state.ooms), [env]
+
+        return change
+
+
+class EventHandler:
+    """Kubernetes Events with one of the configured reasons. The state is the occurrence count
+    already emitted, so a repeat (count 3 -> 5) emits count 2 and a re-list emits nothing new;
+    Events with other reasons are kept (as a count) only to tell changes from replays."""
+
+    def __init__(
+        self, *, reasons: frozenset[str], source: str, clock: Clock, errors: MappingErrors
+    ) -> None:
+        self.reasons = reasons
+        self.source = source
+        self.clock = clock
+        self.errors = errors
+
+    async def upsert(self, obj: Any, prev: int | None) -> tuple[int, list[Envelope]]:
+        count = event_count(obj)
+        if obj.reason not in self.reasons:
+            return count, []
+        new = count - prev if prev is not None else count
+        if new <= 0:
+            return max(count, prev or 0), []
+        try:
+            event = scheduler_event(obj, count=new)
+        except (MappingError, ValueError) as exc:
+            self.errors.report(obj, MappingError(str(exc)))
+            return count, []
+        at = event_time(obj, now=self.clock())
+        return count, [
+            Envelope.wrap(SchedulingEvent(event=event), event_time=at, source=self.source)
+        ]
+
+    async def delete(self, prev: int) -> list[Envelope]:
+        return []  # an Event expiring says nothing about the cluster

@@ -1,0 +1,108 @@
+"""V1Node -> models.Node: schedulable capacity from allocatable, the card model and layout from
+GPU Feature Discovery's labels.
+
+Whole cards are allocatable ``nvidia.com/gpu`` (plus renamed ``nvidia.com/gpu.shared``) divided
+by the time-slicing replicas, capped by the ``nvidia.com/gpu.count`` label: HAMi advertises
+several virtual GPUs per card, and an unhealthy card leaves allocatable below the label.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from connectors.kube.gpu import (
+    GPU,
+    GPU_SHARED,
+    LABEL_COUNT,
+    LABEL_MEMORY,
+    LABEL_PRODUCT,
+    LABEL_REPLICAS,
+    gpu_model_of,
+    mig_profile,
+)
+from connectors.kube.objects import MappingError, taints_of
+from connectors.kube.quantity import QuantityError, ceil_int, parse_quantity
+from models import Node
+
+__all__ = ["node_from_kube"]
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    raw = labels.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise MappingError(f"label {key}={raw!r} is not an integer") from None
+
+
+def _amount(resources: dict[str, Any], name: str) -> int:
+    raw = resources.get(name)
+    if raw is None:
+        return 0
+    try:
+        return max(0, int(parse_quantity(raw)))
+    except QuantityError as exc:
+        raise MappingError(f"allocatable {name}: {exc}") from None
+
+
+def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
+    """The node as gpufrag models it; raises MappingError naming what could not be read
+    (most often a GPU product label that is not one of the known models)."""
+    del now  # nodes carry no time of their own; kept for a uniform mapper signature
+    meta, spec, status = node.metadata, node.spec, node.status
+    if meta is None or not meta.name:
+        raise MappingError("node without metadata.name")
+    labels: dict[str, str] = dict(meta.labels or {})
+    allocatable: dict[str, Any] = dict(
+        (status.allocatable or status.capacity or {}) if status else {}
+    )
+    try:
+        cpu_milli = ceil_int(parse_quantity(allocatable.get("cpu", 0)) * 1000)
+        memory_mib = int(parse_quantity(allocatable.get("memory", 0)) / (1024 * 1024))
+    except QuantityError as exc:
+        raise MappingError(f"allocatable: {exc}") from None
+    replicas = max(1, _int_label(labels, LABEL_REPLICAS) or 1)
+    advertised = _amount(allocatable, GPU) + _amount(allocatable, GPU_SHARED)
+    cards = advertised // replicas
+    counted = _int_label(labels, LABEL_COUNT)
+    if counted is not None:
+        cards = min(cards, max(0, counted))
+    mig = {
+        profile: _amount(allocatable, name)
+        for name in sorted(allocatable)
+        if (profile := mig_profile(name)) is not None and _amount(allocatable, name) > 0
+    }
+    card_memory = _int_label(labels, LABEL_MEMORY)
+    model: str | None = None
+    if cards > 0 or mig:
+        product = labels.get(LABEL_PRODUCT)
+        if not product:
+            raise MappingError(
+                f"node has GPUs but no {LABEL_PRODUCT} label (is GPU Feature Discovery running?)"
+            )
+        model = gpu_model_of(product, memory_mib=card_memory)
+        if model is None:
+            raise MappingError(f"label {LABEL_PRODUCT}={product!r} is not a known GPU model")
+    try:
+        return Node(
+            name=meta.name,
+            cpu_milli=max(0, cpu_milli),
+            memory_mib=max(0, memory_mib),
+            gpu_model=model,
+            gpu_count=cards,
+            gpu_memory_mib=card_memory if model is not None and card_memory else None,
+            gpu_replicas=replicas,
+            mig_devices=mig,
+            labels=labels,
+            taints=taints_of(spec.taints if spec else None),
+            unschedulable=bool(spec.unschedulable) if spec else False,
+            pool=labels.get(pool_label) if pool_label else None,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise MappingError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None

@@ -1,0 +1,79 @@
+"""CoreV1Event -> models.SchedulerEvent for the reasons that explain placement, eviction and
+OOM, and the OOMKilled events derived from pod statuses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from connectors.kube.objects import aware
+from connectors.kube.pods import OomKill
+from models import SchedulerEvent
+
+__all__ = ["event_count", "event_time", "oom_event", "scheduler_event"]
+
+
+def event_count(event: Any) -> int:
+    """How many times the Event happened so far: Kubernetes folds repeats into one object
+    (``count`` for core Events, ``series.count`` for events.k8s.io ones)."""
+    series = getattr(event, "series", None)
+    if series is not None and series.count:
+        return max(1, int(series.count))
+    return max(1, int(event.count or 1))
+
+
+def event_time(event: Any, *, now: datetime) -> datetime:
+    """When it last happened, by the fields the various recorders fill in."""
+    series = getattr(event, "series", None)
+    for value in (
+        series.last_observed_time if series is not None else None,
+        event.last_timestamp,
+        event.event_time,
+        event.first_timestamp,
+        event.metadata.creation_timestamp if event.metadata else None,
+    ):
+        at = aware(value)
+        if at is not None:
+            return at
+    return now
+
+
+def scheduler_event(event: Any, *, count: int) -> SchedulerEvent:
+    """The Event as gpufrag models it, with ``count`` new occurrences."""
+    involved = event.involved_object
+    kind = involved.kind if involved is not None else None
+    pod_namespace = pod_name = pod_uid = node = None
+    if kind == "Pod":
+        pod_namespace = involved.namespace or (event.metadata.namespace if event.metadata else None)
+        pod_name = involved.name
+        pod_uid = involved.uid
+    elif kind == "Node":
+        node = involved.name
+    source = getattr(event, "source", None)
+    if node is None and source is not None and source.host:
+        node = source.host  # kubelet events (Evicted) name the node they come from
+    return SchedulerEvent(
+        reason=event.reason,
+        message=event.message or "",
+        pod_namespace=pod_namespace,
+        pod_name=pod_name,
+        pod_uid=pod_uid,
+        node=node,
+        count=max(1, count),
+    )
+
+
+def oom_event(
+    kill: OomKill, *, namespace: str, name: str, uid: str, node: str | None
+) -> SchedulerEvent:
+    """A container OOM kill as a scheduling event with reason OOMKilled."""
+    code = f" (exit code {kill.exit_code})" if kill.exit_code is not None else ""
+    detail = f": {kill.message}" if kill.message else ""
+    return SchedulerEvent(
+        reason="OOMKilled",
+        message=f"container {kill.container} was OOMKilled{code}{detail}",
+        pod_namespace=namespace,
+        pod_name=name,
+        pod_uid=uid or None,
+        node=node,
+    )

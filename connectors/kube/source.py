@@ -1,0 +1,158 @@
+"""The Kubernetes source: one reflector per enabled resource, all emitting through one
+``emit`` callback, with their metrics on the registry passed in."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from connectors.kube.api import ResourceClient, resource_types
+from connectors.kube.handlers import (
+    Clock,
+    Emit,
+    EventHandler,
+    GangIndex,
+    Handler,
+    MappingErrors,
+    ModelHandler,
+    PodHandler,
+    node_payload,
+    queue_payload,
+)
+from connectors.kube.metrics import KubeMetrics
+from connectors.kube.nodes import node_from_kube
+from connectors.kube.queues import (
+    cluster_queue_from_dict,
+    local_queue_from_dict,
+    pod_group_from_dict,
+    quota_from_kube,
+    volcano_queue_from_dict,
+    workload_from_dict,
+)
+from connectors.kube.reflector import Reflector, ReflectorOptions
+from models import KubeResource, KubeSettings, Node, QueueObject
+
+__all__ = ["KubeSource"]
+
+_QUEUE_MAPPERS = {
+    KubeResource.RESOURCE_QUOTAS: quota_from_kube,
+    KubeResource.KUEUE_WORKLOADS: workload_from_dict,
+    KubeResource.KUEUE_CLUSTER_QUEUES: cluster_queue_from_dict,
+    KubeResource.KUEUE_LOCAL_QUEUES: local_queue_from_dict,
+    KubeResource.VOLCANO_POD_GROUPS: pod_group_from_dict,
+    KubeResource.VOLCANO_QUEUES: volcano_queue_from_dict,
+}
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KubeSource:
+    """Watches the configured resources until stopped; ``reflectors`` exposes each one's
+    store and sync state (for health checks and tests)."""
+
+    def __init__(
+        self,
+        *,
+        api_client: Any,
+        settings: KubeSettings,
+        emit: Emit,
+        registry: CollectorRegistry,
+        clock: Clock = _utc_now,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = KubeMetrics(registry)
+        self.gangs = GangIndex()
+        self.clock = clock
+        rng = rng or random.Random()
+        options = ReflectorOptions(
+            page_size=settings.page_size,
+            watch_timeout_s=settings.watch_timeout_s,
+            backoff_initial_s=settings.backoff_initial_s,
+            backoff_max_s=settings.backoff_max_s,
+            missing_recheck_s=settings.missing_recheck_s,
+        )
+        types = resource_types(settings)
+        self._pods: PodHandler | None = None
+        self.reflectors: dict[KubeResource, Reflector[Any]] = {}
+        for resource in dict.fromkeys(settings.resources):
+            client = ResourceClient(
+                api_client=api_client,
+                rtype=types[resource],
+                namespace=settings.namespace,
+                label_selector=settings.label_selectors.get(resource),
+                field_selector=settings.field_selectors.get(resource),
+                request_timeout_s=settings.request_timeout_s,
+            )
+            self.reflectors[resource] = Reflector(
+                client=client,
+                handler=self._handler(resource),
+                emit=emit,
+                options=options,
+                metrics=self.metrics,
+                rng=random.Random(rng.random()),
+            )
+
+    def _handler(self, resource: KubeResource) -> Handler[Any]:
+        source, clock = self.settings.source, self.clock
+        errors = MappingErrors(resource=resource.value, metrics=self.metrics)
+        if resource is KubeResource.PODS:
+            self._pods = PodHandler(
+                gangs=self.gangs.lookup, source=source, clock=clock, errors=errors
+            )
+            return self._pods
+        if resource is KubeResource.EVENTS:
+            reasons = frozenset(self.settings.event_reasons)
+            return EventHandler(reasons=reasons, source=source, clock=clock, errors=errors)
+        if resource is KubeResource.NODES:
+            pool_label = self.settings.pool_label
+
+            def node(obj: Any, now: datetime) -> Node | None:
+                return node_from_kube(obj, pool_label=pool_label, now=now)
+
+            return ModelHandler[Node](
+                mapper=node, payload=node_payload, source=source, clock=clock, errors=errors
+            )
+        mapper = _QUEUE_MAPPERS[resource]
+
+        def queue(obj: Any, now: datetime) -> QueueObject | None:
+            del now
+            return mapper(obj)
+
+        return ModelHandler[QueueObject](
+            mapper=queue,
+            payload=queue_payload,
+            source=source,
+            clock=clock,
+            errors=errors,
+            on_change=self._gang_changed if resource is KubeResource.VOLCANO_POD_GROUPS else None,
+        )
+
+    async def _gang_changed(self, old: QueueObject | None, new: QueueObject | None) -> None:
+        """Keep the gang index current and give already-known pods of the group its size."""
+        current = new or old
+        if current is None or (
+            old is not None and new is not None and old.min_member == new.min_member
+        ):
+            return  # status changes of a PodGroup do not concern its pods
+        key = (current.namespace or "default", current.name)
+        if new is None or new.min_member is None:
+            self.gangs.min_members.pop(key, None)
+            size = 1
+        else:
+            self.gangs.min_members[key] = new.min_member
+            size = new.min_member
+        pods = self.reflectors.get(KubeResource.PODS)
+        if pods is not None and self._pods is not None:
+            await pods.restate(self._pods.regang(key[0], key[1], size))
+
+    async def run(self, *, stop: asyncio.Event) -> None:
+        """Run every reflector until ``stop`` is set. The API server being down, at start or
+        later, is retried inside each reflector; this returns only on stop."""
+        await asyncio.gather(*(r.run(stop=stop) for r in self.reflectors.values()))

@@ -1,0 +1,20 @@
+// kube-apiserver, as k8s.io/kubernetes's cmd/kube-apiserver builds it (same imports), from the
+// published module. deploy/local/apiserver.sh builds and runs it.
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // for timeZone support in CronJob
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // load all the prometheus client-go plugins
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	command := app.NewAPIServerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}

@@ -1,0 +1,152 @@
+"""V1Node -> models.Node, from kubernetes-asyncio model objects: cards, model, memory and
+time-slicing from GPU Feature Discovery labels, MIG slices and HAMi's virtual GPUs."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes_asyncio.client import ApiClient, V1Taint
+from prometheus_client import CollectorRegistry
+
+from connectors.kube.gpu import gpu_model_of
+from connectors.kube.nodes import node_from_kube
+from connectors.kube.objects import MappingError
+from models import KubeResource, Taint
+from tests.connectors.kube.helpers import Collector, kube_settings, running
+from tests.kube_fake import FakeApiServer, FakeCluster
+from tests.kube_fake.objects import node
+
+NOW = datetime(2025, 3, 2, tzinfo=UTC)
+
+
+def test_gpu_node_from_allocatable_and_labels() -> None:
+    n = node(
+        "gpu-1",
+        gpus=8,
+        labels={"nvidia.com/gpu.memory": "81559", "pool": "train"},
+        taints=[V1Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")],
+        cpu="95500m",
+        memory="1000Gi",
+    )
+    out = node_from_kube(n, pool_label="pool", now=NOW)
+    assert (out.name, out.gpu_model, out.gpu_count, out.gpu_memory_mib) == (
+        "gpu-1",
+        "H100-80GB",
+        8,
+        81559,
+    )
+    assert (out.cpu_milli, out.memory_mib, out.gpu_replicas) == (95500, 1000 * 1024, 1)
+    assert out.taints == (Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule"),)
+    assert out.pool == "train" and not out.unschedulable
+    assert out.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_cordoned_cpu_node() -> None:
+    out = node_from_kube(node("cpu-1", gpus=0, unschedulable=True), pool_label=None, now=NOW)
+    assert (out.gpu_count, out.gpu_model, out.unschedulable, out.pool) == (0, None, True, None)
+
+
+def test_time_slicing_replicas_are_not_cards() -> None:
+    n = node(
+        "ts-1",
+        gpus=4,
+        product="Tesla-T4",
+        labels={"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.count": "4"},
+        allocatable={"nvidia.com/gpu": "16"},
+    )
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.gpu_model, out.gpu_count, out.gpu_replicas) == ("T4", 4, 4)
+
+
+def test_hami_virtual_gpus_capped_by_the_card_count() -> None:
+    n = node("hami-1", gpus=2, product="NVIDIA-A10", allocatable={"nvidia.com/gpu": "20"})
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.gpu_model, out.gpu_count) == ("A10", 2)
+
+
+def test_unhealthy_card_leaves_allocatable_below_the_label() -> None:
+    n = node("sick-1", gpus=8, allocatable={"nvidia.com/gpu": "7"})
+    assert node_from_kube(n, pool_label=None, now=NOW).gpu_count == 7
+
+
+def test_mig_mixed_strategy_node() -> None:
+    n = node(
+        "mig-1",
+        gpus=0,
+        labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "8"},
+        allocatable={
+            "nvidia.com/mig-1g.5gb": "14",
+            "nvidia.com/mig-3g.20gb": "4",
+            "nvidia.com/gpu": "0",
+        },
+    )
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.gpu_model, out.gpu_count) == ("A100-40GB", 0)
+    assert out.mig_devices == {"1g.5gb": 14, "3g.20gb": 4}
+
+
+def test_unknown_product_is_a_mapping_error_naming_the_label() -> None:
+    with pytest.raises(MappingError, match="NVIDIA-RTX-A6000"):
+        node_from_kube(node("ws", gpus=2, product="NVIDIA-RTX-A6000"), pool_label=None, now=NOW)
+    with pytest.raises(MappingError, match=r"gpu\.product"):
+        node_from_kube(node("nolabel", gpus=2, product=None), pool_label=None, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("product", "memory", "model"),
+    [
+        ("NVIDIA-H100-80GB-HBM3", None, "H100-80GB"),
+        ("NVIDIA-H100-NVL", None, "H100"),
+        ("NVIDIA-H200", None, "H200"),
+        ("NVIDIA-B200", None, "B200"),
+        ("NVIDIA-A100-SXM4-80GB", None, "A100-80GB"),
+        ("NVIDIA-A100-PCIE-40GB", None, "A100-40GB"),
+        ("NVIDIA-A100-SXM4", 81920, "A100-80GB"),
+        ("NVIDIA-A100-SXM4", 40960, "A100-40GB"),
+        ("NVIDIA-A10G", None, "A10G"),
+        ("NVIDIA-A10", None, "A10"),
+        ("NVIDIA-L40S", None, "L40S"),
+        ("NVIDIA-L4", None, "L4"),
+        ("NVIDIA-L40", None, None),
+        ("Tesla-T4", None, "T4"),
+        ("Tesla-V100-SXM2-32GB", None, "V100M32"),
+        ("Tesla-V100-SXM2-16GB", None, "V100M16"),
+        ("NVIDIA-GeForce-RTX-3090", None, "3090"),
+        ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", None, "A100-80GB"),
+    ],
+)
+def test_product_labels_to_models(product: str, memory: int | None, model: str | None) -> None:
+    assert gpu_model_of(product, memory_mib=memory) == model
+
+
+async def test_unreadable_node_is_counted_logged_once_and_the_watch_goes_on(
+    cluster: FakeCluster,
+    server: FakeApiServer,
+    api_client: ApiClient,
+    collector: Collector,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="connectors.kube")
+    registry = CollectorRegistry()
+    cluster.apply(node("ws-1", gpus=2, product="NVIDIA-RTX-A6000"))
+    cluster.apply(node("gpu-1"))
+    async with running(
+        api_client, kube_settings(KubeResource.NODES), collector, registry=registry
+    ) as source:
+        await collector.wait_for(lambda: len(collector.envelopes) == 1)
+        cluster.apply(node("ws-1", gpus=2, product="NVIDIA-RTX-A6000", cpu="64"))
+        cluster.apply(node("gpu-2"))
+        await collector.wait_for(lambda: len(collector.envelopes) == 2)
+        reflector = source.reflectors[KubeResource.NODES]
+        assert len(reflector.store) == 3  # the unreadable node is held, with nothing emitted
+    assert [e.key for e in collector.envelopes] == ["gpu-1", "gpu-2"]
+    assert (
+        registry.get_sample_value(
+            "gpufrag_kube_errors_total", {"resource": "nodes", "reason": "mapping"}
+        )
+        == 2
+    )
+    warnings = [r for r in caplog.records if "RTX-A6000" in r.getMessage()]
+    assert len(warnings) == 1

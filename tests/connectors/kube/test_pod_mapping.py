@@ -1,0 +1,239 @@
+"""V1Pod -> models.Pod, from kubernetes-asyncio model objects: requests as the scheduler sums
+them, the GPU shape (whole, time-sliced, MIG, HAMi) and Volcano / Kueue queues and gangs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from kubernetes_asyncio.client import (
+    V1Affinity,
+    V1NodeAffinity,
+    V1NodeSelector,
+    V1NodeSelectorRequirement,
+    V1NodeSelectorTerm,
+    V1Toleration,
+)
+
+from connectors.kube.objects import MappingError
+from connectors.kube.pods import pod_from_kube
+from models import GangRef, OwnerRef, PodPhase, QosClass, Toleration, WorkloadKind
+from tests.kube_fake.objects import T0, container, pod
+
+NOW = datetime(2025, 3, 2, tzinfo=UTC)
+
+
+def no_gangs(namespace: str, name: str) -> int | None:
+    return None
+
+
+def test_whole_gpus_and_the_pod_basics() -> None:
+    p = pod(
+        "train-0",
+        gpus=4,
+        node="gpu-1",
+        phase="Running",
+        priority=1000,
+        owner=("PyTorchJob", "bert"),
+        tolerations=[V1Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+    )
+    out = pod_from_kube(p, gangs=no_gangs, now=NOW)
+    assert (out.namespace, out.name, out.node, out.phase) == (
+        "ml",
+        "train-0",
+        "gpu-1",
+        PodPhase.RUNNING,
+    )
+    r = out.requests
+    assert (r.cpu_milli, r.memory_mib, r.gpu_count, r.gpu_milli) == (2000, 4096, 4, 1000)
+    assert r.mig == {} and r.gpu_memory_mib is None and r.gpu_cores_pct is None
+    assert out.priority == 1000 and out.qos is QosClass.GUARANTEED
+    assert out.owner == OwnerRef(kind="PyTorchJob", name="bert")
+    assert out.workload_kind is WorkloadKind.TRAINING
+    assert out.tolerations == (
+        Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),
+    )
+    assert out.created_at == T0
+    assert out.gang is None and out.queue is None
+
+
+def test_time_sliced_replica_is_a_card_request_whose_share_the_node_decides() -> None:
+    # With time-slicing the device plugin advertises replicas as nvidia.com/gpu (or, renamed,
+    # nvidia.com/gpu.shared); the pod spec cannot tell a replica from a card.
+    plain = pod_from_kube(pod("nb", gpus=1), gangs=no_gangs, now=NOW).requests
+    shared = pod_from_kube(
+        pod("nb2", containers=[container(limits={"nvidia.com/gpu.shared": "1", "cpu": "1"})]),
+        gangs=no_gangs,
+        now=NOW,
+    ).requests
+    assert (plain.gpu_count, plain.gpu_milli) == (1, 1000)
+    assert (shared.gpu_count, shared.gpu_milli, shared.cpu_milli) == (1, 1000, 1000)
+
+
+def test_mig_profiles_are_counted_per_profile_and_not_as_cards() -> None:
+    p = pod(
+        "infer",
+        containers=[
+            container("a", limits={"nvidia.com/mig-1g.10gb": "2", "cpu": "500m", "memory": "1Gi"}),
+            container("b", limits={"nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-1g.10gb": "1"}),
+        ],
+    )
+    r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
+    assert r.mig == {"1g.10gb": 3, "3g.40gb": 1}
+    assert (r.gpu_count, r.gpu_milli, r.cpu_milli, r.memory_mib) == (0, 0, 500, 1024)
+
+
+def test_hami_core_share_of_one_card_is_a_shared_card() -> None:
+    p = pod(
+        "notebook",
+        containers=[
+            container(
+                limits={
+                    "nvidia.com/gpu": "1",
+                    "nvidia.com/gpucores": "30",
+                    "nvidia.com/gpumem": "10000",
+                },
+                requests={"cpu": "1", "memory": "2Gi"},
+            )
+        ],
+    )
+    r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
+    assert (r.gpu_count, r.gpu_milli, r.gpu_cores_pct, r.gpu_memory_mib) == (1, 300, 30, 10000)
+    assert r.is_shared_gpu
+
+
+def test_hami_limits_on_several_cards_stay_per_card() -> None:
+    p = pod(
+        "multi",
+        containers=[
+            container(
+                "a",
+                limits={
+                    "nvidia.com/gpu": "2",
+                    "nvidia.com/gpucores": "50",
+                    "nvidia.com/gpumem": "20000",
+                },
+            ),
+            container(
+                "b",
+                limits={
+                    "nvidia.com/gpu": "1",
+                    "nvidia.com/gpucores": "60",
+                    "nvidia.com/gpumem": "8000",
+                },
+            ),
+        ],
+    )
+    r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
+    # three cards; each limited to the largest per-card value asked for
+    assert (r.gpu_count, r.gpu_milli, r.gpu_cores_pct, r.gpu_memory_mib) == (3, 1000, 60, 20000)
+
+
+def test_init_containers_sidecars_and_overhead_as_the_scheduler_sums_them() -> None:
+    p = pod(
+        "mixed",
+        containers=[
+            container("app1", requests={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}),
+            container("app2", requests={"cpu": "2", "memory": "1Gi"}),
+        ],
+        init_containers=[
+            container(
+                "sidecar", requests={"cpu": "500m", "memory": "256Mi"}, restart_policy="Always"
+            ),
+            container("download", requests={"cpu": "4", "memory": "512Mi"}),
+            container("warmup", requests={"cpu": "1", "memory": "8Gi", "nvidia.com/gpu": "2"}),
+        ],
+        overhead={"cpu": "250m", "memory": "64Mi"},
+    )
+    r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
+    # cpu: max(app 3 + sidecar 0.5, sidecar 0.5 + download 4) + 0.25 overhead
+    assert r.cpu_milli == 4750
+    # memory: max(2Gi + 256Mi, 256Mi + 8Gi) + 64Mi
+    assert r.memory_mib == 8 * 1024 + 256 + 64
+    # GPUs: an init container's two cards are needed before the app's one
+    assert r.gpu_count == 2
+
+
+def test_volcano_gang_and_queue_with_the_podgroup_size() -> None:
+    p = pod(
+        "worker-3",
+        gpus=8,
+        annotations={
+            "scheduling.k8s.io/group-name": "llm-pretrain",
+            "scheduling.volcano.sh/queue-name": "research",
+        },
+        labels={"volcano.sh/preemptable": "true"},
+        scheduler_name="volcano",
+    )
+    sizes = {("ml", "llm-pretrain"): 16}
+    out = pod_from_kube(p, gangs=lambda ns, n: sizes.get((ns, n)), now=NOW)
+    assert out.gang == GangRef(name="llm-pretrain", min_member=16)
+    assert out.queue == "research"
+    assert out.preemptible
+    # Before its PodGroup is known, the pod is a gang of one (Volcano's default).
+    early = pod_from_kube(p, gangs=no_gangs, now=NOW)
+    assert early.gang == GangRef(name="llm-pretrain", min_member=1)
+
+
+def test_volcano_job_label_names_the_queue() -> None:
+    p = pod("w", gpus=1, labels={"volcano.sh/queue-name": "batch"})
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).queue == "batch"
+
+
+def test_kueue_queue_and_pod_group() -> None:
+    p = pod(
+        "gang-1",
+        gpus=2,
+        labels={
+            "kueue.x-k8s.io/queue-name": "team-a",
+            "kueue.x-k8s.io/pod-group-name": "sweep-7",
+        },
+        annotations={"kueue.x-k8s.io/pod-group-total-count": "4"},
+    )
+    out = pod_from_kube(p, gangs=no_gangs, now=NOW)
+    assert out.queue == "team-a"
+    assert out.gang == GangRef(name="sweep-7", min_member=4)
+
+
+def test_bad_kueue_count_names_the_annotation() -> None:
+    p = pod(
+        "g",
+        gpus=1,
+        labels={"kueue.x-k8s.io/pod-group-name": "x"},
+        annotations={"kueue.x-k8s.io/pod-group-total-count": "many"},
+    )
+    with pytest.raises(MappingError, match="pod-group-total-count"):
+        pod_from_kube(p, gangs=no_gangs, now=NOW)
+
+
+def test_allowed_gpu_models_from_node_selector_and_affinity() -> None:
+    p = pod("sel", gpus=1, node_selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"})
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).gpu_models == ("A100-80GB",)
+    p.spec.affinity = V1Affinity(
+        node_affinity=V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=V1NodeSelector(
+                node_selector_terms=[
+                    V1NodeSelectorTerm(
+                        match_expressions=[
+                            V1NodeSelectorRequirement(
+                                key="nvidia.com/gpu.product",
+                                operator="In",
+                                values=["NVIDIA-H100-80GB-HBM3", "NVIDIA-H200"],
+                            )
+                        ]
+                    )
+                ]
+            )
+        )
+    )
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).gpu_models == (
+        "A100-80GB",
+        "H100-80GB",
+        "H200",
+    )
+
+
+def test_unreadable_quantity_is_a_mapping_error_naming_the_resource() -> None:
+    p = pod("bad", containers=[container(requests={"cpu": "lots"})])
+    with pytest.raises(MappingError, match="cpu"):
+        pod_from_kube(p, gangs=no_gangs, now=NOW)
