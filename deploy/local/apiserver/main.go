@@ -1,20 +1,18 @@
-// kube-apiserver, as k8s.io/kubernetes's cmd/kube-apiserver builds it (same imports), from the
-// published module. deploy/local/apiserver.sh builds and runs it.
+// A kube-apiserver binary built from the published k8s.io/kubernetes module, for the watcher
+// tests: deploy/local/apiserver.sh builds, caches and starts it on loopback.
 package main
 
 import (
 	"os"
-	_ "time/tzdata" // for timeZone support in CronJob
+	_ "time/tzdata" // zone data inside the binary, so it runs on hosts without it
 
 	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
-	_ "k8s.io/component-base/metrics/prometheus/clientgo" // load all the prometheus client-go plugins
-	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client metrics on /metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // the build-info metric
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 )
 
 func main() {
-	command := app.NewAPIServerCommand()
-	code := cli.Run(command)
-	os.Exit(code)
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
 }
