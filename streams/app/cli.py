@@ -20,6 +20,7 @@ from streams.app.commands.nvml_sample import nvml_sample
 from streams.app.commands.publish import publish
 from streams.app.commands.replay import replay
 from streams.app.commands.report import report
+from streams.app.commands.sink import sink
 from streams.app.commands.sql import sql
 from streams.app.commands.worker import worker
 from streams.app.errors import EXIT_USAGE
@@ -38,6 +39,7 @@ app.command()(explain)
 app.command()(report)
 app.command()(publish)
 app.command()(worker)
+app.command()(sink)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)

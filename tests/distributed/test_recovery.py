@@ -23,8 +23,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from models import NodeProfile, Signal, TaskProfile, from_json
 from streams.distributed import topics
-from tests.app.test_replay_pipeline import operator_run
-from tests.distributed.test_worker import _collect, _env, _start_worker, signal_key
+from tests.app.pipeline_helpers import count, store_at
+from tests.app.test_replay_pipeline import as_keys, operator_run, stored_keys, stored_signals
+from tests.distributed.test_worker import (
+    _collect,
+    _env,
+    _sink_caught_up,
+    _start_sink,
+    _start_worker,
+    signal_key,
+)
 
 pytestmark = pytest.mark.kafka
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,10 +40,15 @@ KAFKA_SH = REPO_ROOT / "deploy" / "local" / "kafka.sh"
 
 
 def _expected(nodes: int) -> tuple[set[tuple[object, ...]], dict[str, bytes]]:
+    signals, state = _reference(nodes)
+    return {signal_key(s.model_dump(mode="json")) for s in signals}, state
+
+
+def _reference(nodes: int) -> tuple[list[Signal], dict[str, bytes]]:
     signals, join = operator_run(flush=False, node_limit=nodes)
     state = {f"n/{k}": p.model_dump_json().encode() for k, p in join.node_profiles.items()}
     state |= {f"t/{k}": t.model_dump_json().encode() for k, t in join.tasks.items()}
-    return {signal_key(s.model_dump(mode="json")) for s in signals}, state
+    return signals, state
 
 
 def _publish_cmd(prefix: str, nodes: int) -> list[str]:
@@ -140,7 +153,10 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     nodes = 100
-    expected, final = _expected(nodes)
+    signals, final = _reference(nodes)
+    expected = {signal_key(s.model_dump(mode="json")) for s in signals}
+    dsn = f"chdb://{tmp_path / 'store'}"
+    sink = _start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     _publish(kafka_bootstrap, topic_prefix, nodes)
     first = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "first.log")
     try:
@@ -161,9 +177,24 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
         _stop(second)
     got, differing = _got(raw)
     assert got == expected
-    assert differing == []  # a repeat is an exact copy, which sinks key on: no second row
+    assert differing == []  # a repeat is an exact copy
     _same_profiles(state, final)
     assert "cluster view rebuilt" in (tmp_path / "second.log").read_text()
+    # the sink took everything the workers sent, and stored each signal once: not one
+    # duplicate row, even before ClickHouse merges its keys
+    deadline = time.monotonic() + 60
+    while not asyncio.run(_sink_caught_up(kafka_bootstrap, topic_prefix)):
+        assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
+        time.sleep(0.5)
+    _stop(sink)
+    sink_log = (tmp_path / "sink.log").read_text()
+    assert sink.returncode == 0, sink_log[-2000:]
+    # what the sink inserted, counted by the sink itself: each signal once
+    assert f"stored {len(expected)} signals" in sink_log, sink_log[-2000:]
+    with store_at(dsn) as st:
+        raw_rows = count(st, "signals")
+    assert raw_rows == len(expected)
+    assert stored_keys(stored_signals(dsn)) == as_keys(signals)
 
 
 def _ranges(text: str) -> set[int]:

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from connectors.trace.bundled import bundled_pods_path
 from models import Signal, from_json
 from streams.distributed import topics
+from tests.app.pipeline_helpers import store_at
 from tests.app.test_replay_pipeline import NODE_LIMIT, operator_signals
 
 pytestmark = pytest.mark.kafka
@@ -54,6 +55,36 @@ def _start_worker(bootstrap: str, prefix: str, log: Path) -> subprocess.Popen[by
         assert time.monotonic() < deadline, "worker not ready in 120 s"
         time.sleep(0.5)
     return proc
+
+
+def _start_sink(bootstrap: str, prefix: str, dsn: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streams.app", "sink", "--prefix", prefix, "--store", dsn],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=_env(bootstrap),
+    )
+
+
+async def _sink_caught_up(bootstrap: str, prefix: str) -> bool:
+    """The sink has committed every signal and dead-letter record: it has them in the store."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-sink", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [
+            TopicPartition(t.full_name(prefix), p)
+            for t in (topics.SIGNALS, topics.DEAD_LETTER)
+            for p in range(t.partitions)
+        ]
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            if ((await consumer.committed(tp)) or 0) < ends[tp]:
+                return False
+        return True
+    finally:
+        await consumer.stop()
 
 
 def signal_key(d: dict[str, object]) -> tuple[object, ...]:
@@ -138,6 +169,8 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     proc = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log")
+    dsn = f"chdb://{tmp_path / 'store'}"
+    sink = _start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     try:
         asyncio.run(_send_malformed(kafka_bootstrap, topic_prefix))
         out = subprocess.run(
@@ -194,6 +227,18 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         )
         assert any("schema_version 99 is newer" in r["reason"] for r in records)
         assert proc.poll() is None  # the worker is still up
+        # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin
+        deadline = time.monotonic() + 120
+        while not asyncio.run(_sink_caught_up(kafka_bootstrap, topic_prefix)):
+            assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
+            time.sleep(0.5)
     finally:
         proc.terminate()
+        sink.terminate()
         proc.wait(60)
+        sink.wait(60)
+    with store_at(dsn) as st:
+        res = st.query("SELECT target, reason FROM dead_letter FINAL")
+    assert len(res.rows) == MALFORMED
+    assert {str(r[0]) for r in res.rows} == {f"topic:{topics.DEAD_LETTER.full_name(topic_prefix)}"}
+    assert all(topic_prefix in str(r[1]) for r in res.rows)  # names the input it came from

@@ -1,0 +1,128 @@
+"""`gpufrag sink`: the distributed runner's signals and dead letters into the history store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from datetime import UTC, datetime
+from typing import Annotated
+
+import orjson
+import typer
+from aiokafka import AIOKafkaConsumer
+
+from connectors.clickhouse.sink import ClickHouseSink
+from connectors.clickhouse.store import open_store
+from models import StoreSettings
+from streams.app.bus import Bus
+from streams.app.errors import user_errors
+from streams.app.history import open_history, store_settings
+from streams.app.topic_sink import TopicSink
+from streams.distributed import topics
+
+
+def sink(
+    bootstrap: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            help="History store DSN: chdb:///path or http(s)://host:8123; default: "
+            "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
+        ),
+    ] = None,
+    group: Annotated[
+        str, typer.Option(help="Consumer group (after the prefix); sinks in one group share work.")
+    ] = "gpufrag-sink",
+    run_id: Annotated[
+        str, typer.Option(help="Run id the rows are stored under (what `gpufrag sql` selects).")
+    ] = "live",
+    duration_s: Annotated[
+        float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
+    ] = None,
+) -> None:
+    """Store the workers' signals and dead letters. One sink per chDB store; against a
+    ClickHouse server, start several with the same --group to split the partitions."""
+    bus = Bus.resolve(bootstrap, prefix)
+    settings = store_settings(store)
+    with user_errors():
+        counts = asyncio.run(_run(bus, settings, group=group, run_id=run_id, duration_s=duration_s))
+    typer.echo(
+        f"stored {counts['signals']} signals ({counts['repeats']} repeats dropped) and "
+        f"{counts['dead_letters']} dead letters from {bus.bootstrap} into {settings.dsn}, "
+        f"run {run_id!r}"
+    )
+
+
+def _run_row(
+    run_id: str, bus: Bus, group: str, *, status: str, started: datetime
+) -> dict[str, object]:
+    return {
+        "run_id": run_id,
+        "started_at": started,
+        "updated_at": datetime.now(UTC),
+        "status": status,
+        "source": f"kafka:{bus.bootstrap}/{bus.prefix}",
+        "mode": "live",
+        "policy": "",
+        "seed": 0,
+        "params": orjson.dumps({"group": group}).decode(),
+        "summary": "{}",
+    }
+
+
+async def _run(
+    bus: Bus, settings: StoreSettings, *, group: str, run_id: str, duration_s: float | None
+) -> dict[str, int]:
+    await bus.ensure_topics()
+    history = await asyncio.to_thread(open_history, settings)
+    started = datetime.now(UTC)
+    await asyncio.to_thread(
+        history.insert, "runs", [_run_row(run_id, bus, group, status="running", started=started)]
+    )
+    rows = ClickHouseSink(lambda: open_store(settings), settings)
+    await rows.start()
+    signals_topic = topics.SIGNALS.full_name(bus.prefix)
+    dead_topic = topics.DEAD_LETTER.full_name(bus.prefix)
+    consumer = AIOKafkaConsumer(
+        signals_topic,
+        dead_topic,
+        bootstrap_servers=bus.bootstrap,
+        group_id=f"{bus.prefix}{group}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if duration_s is not None:
+        loop.call_later(duration_s, stop.set)
+    out = TopicSink(
+        consumer=consumer,
+        sink=rows,
+        run_id=run_id,
+        signals_topic=signals_topic,
+        dead_letter_topic=dead_topic,
+    )
+    try:
+        await out.run(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        with contextlib.suppress(Exception):  # offsets not committed: read again next time
+            await consumer.stop()
+        await rows.stop()
+        await asyncio.to_thread(
+            history.insert,
+            "runs",
+            [_run_row(run_id, bus, group, status="finished", started=started)],
+        )
+        await asyncio.to_thread(history.close)
+    return out.counts

@@ -1,0 +1,114 @@
+"""The distributed runner's outputs into the history store: signals and dead letters.
+
+At least once, idempotently: offsets are committed only after the rows they carried are in the
+store (or, if the store stays down, spooled by the sink), and each row has the store's key, so a
+record read twice after a restart lands on the row it already wrote. Workers can send a signal
+again after a crash, always as an exact copy; those copies are dropped here (a bounded memory of
+recent keys), so they do not even reach the store as a second insert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from connectors.clickhouse.rows import Row, signal_row
+from connectors.clickhouse.sink import ClickHouseSink
+from models import Signal, from_json
+
+log = logging.getLogger(__name__)
+RECENT_KEYS = 100_000
+"""Signal keys remembered to drop repeats; repeats come right after a worker restart."""
+
+
+class TopicSink:
+    def __init__(
+        self,
+        *,
+        consumer: Any,
+        sink: ClickHouseSink,
+        run_id: str,
+        signals_topic: str,
+        dead_letter_topic: str,
+    ) -> None:
+        """``consumer``: a started aiokafka consumer subscribed to both topics, auto-commit off."""
+        self.consumer = consumer
+        self.sink = sink
+        self.run_id = run_id
+        self.signals_topic = signals_topic
+        self.dead_letter_topic = dead_letter_topic
+        self._recent: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        self.counts = {"signals": 0, "repeats": 0, "dead_letters": 0, "unreadable": 0}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await self.consumer.getmany(timeout_ms=500, max_records=1000)
+            rows: dict[str, list[Row]] = {}
+            for tp, records in batch.items():
+                for r in records:
+                    table, row = self._row(tp.topic, tp.partition, r.offset, r.timestamp, r.value)
+                    if row is not None:
+                        rows.setdefault(table, []).append(row)
+            if not batch:
+                continue
+            for table, table_rows in rows.items():
+                await self.sink.write(table, table_rows)
+            await self.sink.flush()
+            await self.consumer.commit()
+
+    def _row(
+        self, topic: str, partition: int, offset: int, ts_ms: int, value: bytes | None
+    ) -> tuple[str, Row | None]:
+        raw = value or b""
+        if topic == self.signals_topic:
+            try:
+                sig = from_json(Signal, raw)
+            except Exception as exc:  # a bad record is kept, with why, never dropped
+                self.counts["unreadable"] += 1
+                return "dead_letter", _dead_letter(
+                    topic, partition, offset, ts_ms, f"unreadable signal: {exc}", raw
+                )
+            key = (
+                sig.fingerprint,
+                sig.state,
+                sig.opened_at.isoformat(),
+                "" if sig.resolved_at is None else sig.resolved_at.isoformat(),
+            )
+            if key in self._recent:
+                self.counts["repeats"] += 1
+                return "signals", None
+            self._recent[key] = None
+            if len(self._recent) > RECENT_KEYS:
+                self._recent.popitem(last=False)
+            self.counts["signals"] += 1
+            return "signals", signal_row(self.run_id, sig)
+        self.counts["dead_letters"] += 1
+        try:
+            body = orjson.loads(raw)
+            reason = str(body["reason"])
+            origin = f"{body['topic']}/{body['partition']}@{body['offset']}"
+        except Exception:
+            reason, origin = "dead letter in an unknown format", f"{topic}/{partition}@{offset}"
+        return "dead_letter", _dead_letter(
+            topic, partition, offset, ts_ms, f"{origin}: {reason}", raw
+        )
+
+
+def _dead_letter(
+    topic: str, partition: int, offset: int, ts_ms: int, reason: str, raw: bytes
+) -> Row:
+    where = f"{topic}/{partition}@{offset}"
+    return {
+        # the record's place on the bus: reading it again writes the same row
+        "id": hashlib.sha1(where.encode(), usedforsecurity=False).hexdigest(),
+        "ts": datetime.fromtimestamp(ts_ms / 1000, UTC),
+        "target": f"topic:{topic}",
+        "reason": reason,
+        "row": raw.decode("utf-8", errors="replace"),
+    }
