@@ -1,0 +1,79 @@
+"""`gpufrag sink`'s core: bus records to store rows, repeats dropped, bad records kept."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import orjson
+
+from connectors.clickhouse import Store
+from models import to_json
+from streams.app.topic_sink import TopicSink
+from tests.connectors.clickhouse.conftest import SinkMaker
+from tests.connectors.clickhouse.factories import signal
+
+
+@dataclass(frozen=True)
+class TP:
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    timestamp: int
+    value: bytes
+
+
+class Consumer:
+    """Hands out prepared batches, then stops the sink; records what was committed."""
+
+    def __init__(self, batches: list[dict[TP, list[Record]]], stop: asyncio.Event) -> None:
+        self.batches = batches
+        self.stop = stop
+        self.commits = 0
+
+    async def getmany(self, *, timeout_ms: int, max_records: int) -> dict[TP, list[Record]]:
+        if not self.batches:
+            self.stop.set()
+            return {}
+        return self.batches.pop(0)
+
+    async def commit(self) -> None:
+        self.commits += 1
+
+
+async def test_records_become_rows_once_and_bad_ones_are_kept_with_the_reason(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    sig = signal(1)
+    good = to_json(sig)
+    dlq = orjson.dumps(
+        {"reason": "not json", "topic": "p.gpufrag.pods", "partition": 3, "offset": 7}
+    )
+    batches = [
+        {TP("signals", 0): [Record(0, 1_700_000_000_000, good), Record(1, 0, b"{broken")]},
+        {TP("signals", 1): [Record(0, 0, good)], TP("dlq", 0): [Record(5, 0, dlq)]},
+    ]
+    stop = asyncio.Event()
+    consumer = Consumer(batches, stop)
+    sink = make_sink()
+    await sink.start()
+    out = TopicSink(
+        consumer=consumer,
+        sink=sink,
+        run_id="live",
+        signals_topic="signals",
+        dead_letter_topic="dlq",
+    )
+    await out.run(stop)
+    await sink.flush()
+    assert out.counts == {"signals": 1, "repeats": 1, "dead_letters": 1, "unreadable": 1}
+    assert consumer.commits == 2  # after each batch's rows were stored
+    rows = store.query("SELECT fingerprint, run_id FROM signals").rows
+    assert [tuple(r) for r in rows] == [(sig.fingerprint, "live")]
+    dead = sorted(tuple(r) for r in store.query("SELECT target, reason FROM dead_letter").rows)
+    assert dead[0][0] == "topic:dlq" and "p.gpufrag.pods/3@7: not json" in str(dead[0][1])
+    assert dead[1][0] == "topic:signals" and "unreadable signal" in str(dead[1][1])
