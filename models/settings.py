@@ -8,19 +8,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
     "AnalysisSettings",
+    "DcgmSettings",
     "GpufragSettings",
     "KafkaSettings",
     "KubeResource",
     "KubeSettings",
+    "NvmlSettings",
     "StoreSettings",
     "TraceSettings",
+    "WatchSettings",
 ]
 
 
@@ -144,6 +147,48 @@ class KubeSettings(_Group):
     """The ``source`` of the envelopes the watchers emit."""
 
 
+class DcgmSettings(_Group):
+    endpoints: tuple[str, ...] = ()
+    """dcgm-exporter pages to scrape, e.g. ``["http://10.0.3.7:9400/metrics"]``; ``gpufrag
+    watch --dcgm URL`` adds to them."""
+    interval_s: Annotated[float, Field(gt=0)] = 15.0
+    """Seconds between scrapes of one exporter (dcgm-exporter refreshes every 30 s by default;
+    scraping faster only repeats its values)."""
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Limit for one scrape. A sample's event time is when its scrape started, so a scrape
+    slower than ``watch.allowed_delay_s`` makes its samples late."""
+    backoff_initial_s: Annotated[float, Field(gt=0)] = 1.0
+    """First wait after a failed scrape; doubles per failure up to backoff_max_s, with jitter,
+    and resets after a success."""
+    backoff_max_s: Annotated[float, Field(gt=0)] = 60.0
+
+
+class NvmlSettings(_Group):
+    node: str | None = None
+    """Node name in the NVML sampler's samples; unset: this host's name (in a DaemonSet, set it
+    from the pod's ``spec.nodeName``, which is what the watchers call the node)."""
+    interval_s: Annotated[float, Field(gt=0)] = 5.0
+    """Seconds between two readings of every GPU."""
+
+
+class WatchSettings(_Group):
+    bus: Literal["kafka", "embedded"] = "kafka"
+    """Where ``gpufrag watch`` sends the live events: the Kafka input topics (for workers), or
+    the embedded pipeline in the same process, which stores into the history store."""
+    allowed_delay_s: Annotated[float, Field(ge=0)] = 2.0
+    """Wall seconds a live event is held before it is sent, so that events a source emits out
+    of event-time order (object timestamps, scrape times) go out in order; each second the
+    source then reports progress up to now minus this. An event whose time is already
+    reported (it came later than this after its event time) is sent anyway and counted as late:
+    the workers use it if they still can and dead-letter it as late otherwise."""
+    progress_interval_s: Annotated[float, Field(gt=0)] = 1.0
+    """Wall seconds between a live source's progress reports, sent even when it had no events,
+    so a quiet source never holds the workers back."""
+    max_held_events: Annotated[int, Field(ge=1)] = 100_000
+    """Events one live source may have waiting (held, or not yet taken by the bus); beyond it
+    the source waits, so a bus that is down does not grow memory without bound."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -154,3 +199,6 @@ class GpufragSettings(BaseSettings):
     store: StoreSettings = StoreSettings()
     kafka: KafkaSettings = KafkaSettings()
     kube: KubeSettings = KubeSettings()
+    dcgm: DcgmSettings = DcgmSettings()
+    nvml: NvmlSettings = NvmlSettings()
+    watch: WatchSettings = WatchSettings()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,55 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert out.returncode == 0, f"kafka.sh start failed:\n{out.stderr}"
     try:
         yield out.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run(["bash", str(script), "stop"], env=env, timeout=120, check=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiServer:
+    """A real kube-apiserver (with its etcd) on loopback, as deploy/local/apiserver.sh runs it."""
+
+    url: str
+    """https://127.0.0.1:PORT"""
+    token: str
+    """A bearer token of a system:masters user."""
+    ca_cert: Path
+    """The CA bundle that verifies the server's self-signed certificate."""
+    etcd_url: str
+    """etcd's client URL (http, loopback): tests compact its history to provoke 410 Gone."""
+
+    @classmethod
+    def from_address(cls, line: str) -> ApiServer:
+        """From apiserver.sh's address line "URL TOKENFILE"; the certificates and ports lie in
+        the run directory beside the token file."""
+        url, token_file = line.split()
+        run = Path(token_file).parent
+        etcd_port = (run / "ports").read_text().split()[0]
+        return cls(
+            url=url,
+            token=Path(token_file).read_text().strip(),
+            ca_cert=run / "certs" / "apiserver.crt",
+            etcd_url=f"http://127.0.0.1:{etcd_port}",
+        )
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One real kube-apiserver per test session: the one .ci/run started (GPUFRAG_TEST_APISERVER,
+    the "URL TOKENFILE" line `deploy/local/apiserver.sh start` prints), or one started here
+    through that script (built first if its binaries are not cached) and stopped at the end."""
+    given = os.environ.get("GPUFRAG_TEST_APISERVER")
+    if given:
+        yield ApiServer.from_address(given)
+        return
+    env = {**os.environ, "GPUFRAG_APISERVER_DIR": str(tmp_path_factory.mktemp("apiserver"))}
+    script = REPO_ROOT / "deploy" / "local" / "apiserver.sh"
+    out = subprocess.run(
+        ["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=1800
+    )
+    try:
+        assert out.returncode == 0, f"apiserver.sh start failed:\n{out.stderr}"
+        yield ApiServer.from_address(out.stdout.strip().splitlines()[-1])
     finally:
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120, check=False)
 

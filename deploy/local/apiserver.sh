@@ -23,7 +23,14 @@
 # or scheduler runs: pods stay Pending, a deleted namespace stays Terminating, and the ServiceAccount
 # admission plugin is off (nothing creates a namespace's "default" service account).
 #
-# GPUFRAG_APISERVER_DIR picks the run directory (data, logs, pids, keys, token).
+# Pods are served without the watch cache (GPUFRAG_APISERVER_WATCH_CACHE_SIZES, default pods#0, is
+# passed as --watch-cache-sizes; set it empty to cache every resource): a pod watch then reads
+# etcd's own history, so compacting etcd (the watcher tests do, through etcd's HTTP gateway) makes
+# a watch from an older resourceVersion answer 410 Gone at once, where the cache would take an API
+# server restart or minutes of churn. Other resources (nodes, ...) go through the watch cache.
+#
+# GPUFRAG_APISERVER_DIR picks the run directory (data, logs, pids, keys, token; `ports` holds the
+# etcd client, etcd peer and kube-apiserver ports, in that order).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -158,6 +165,7 @@ start() {
     --service-cluster-ip-range 10.96.0.0/16 \
     --disable-admission-plugins ServiceAccount \
     --allow-privileged --profiling=false \
+    --watch-cache-sizes "${GPUFRAG_APISERVER_WATCH_CACHE_SIZES-pods#0}" \
     >"$RUN/logs/apiserver.log" 2>&1 < /dev/null &
   echo $! > "$RUN/apiserver.pid"
   wait_for apiserver_ready 120 apiserver

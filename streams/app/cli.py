@@ -22,6 +22,7 @@ from streams.app.commands.replay import replay
 from streams.app.commands.report import report
 from streams.app.commands.sink import sink
 from streams.app.commands.sql import sql
+from streams.app.commands.watch import watch
 from streams.app.commands.worker import worker
 from streams.app.errors import EXIT_USAGE
 
@@ -40,6 +41,7 @@ app.command()(report)
 app.command()(publish)
 app.command()(worker)
 app.command()(sink)
+app.command()(watch)
 app.command()(frag)
 app.command()(experiment)
 app.command()(bench)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -120,15 +120,17 @@ class EmbeddedRunner:
     def __init__(
         self,
         *,
-        source: Iterator[Envelope],
+        source: Iterator[Envelope] | AsyncIterator[Envelope],
         output: Output,
         analysis: FragmentationAnalysis,
         registry: CollectorRegistry | None = None,
         pace: Callable[[datetime], float] | None = None,
         on_progress: Callable[[int, datetime], None] | None = None,
     ) -> None:
-        """``pace`` maps an event time to wall seconds to wait before it (replay speed);
-        ``on_progress`` is called with the count and time of each event the analysis finished."""
+        """``source`` is a sync iterator (a replay) or an async one (live sources, already in
+        event-time order); ``pace`` maps an event time to wall seconds to wait before it (replay
+        speed); ``on_progress`` is called with the count and time of each event the analysis
+        finished."""
         self.source = source
         self.output = output
         self.join = ProfileJoin()
@@ -165,9 +167,9 @@ class EmbeddedRunner:
         m = self.metrics
         n = 0
         try:
-            it = iter(self.source)
+            it = self.source if isinstance(self.source, AsyncIterator) else iter(self.source)
             while not self._stop.is_set():  # checked before taking an event, so none is dropped
-                env = next(it, None)
+                env = await self._next(it)
                 if env is None:
                     break
                 if env.seq is None:  # the input's order breaks ties within an instant
@@ -184,6 +186,21 @@ class EmbeddedRunner:
                     await asyncio.sleep(0)  # let the stages run between bursts
         finally:
             await out.put(_END)
+
+    async def _next(self, it: Iterator[Envelope] | AsyncIterator[Envelope]) -> Envelope | None:
+        """The source's next event, None at its end. A live source can be quiet for long, so
+        stop() does not wait for its next event (one taken meanwhile is still passed on)."""
+        if not isinstance(it, AsyncIterator):
+            return next(it, None)
+        taking = asyncio.ensure_future(anext(it, None))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait((taking, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not taking.done():
+                taking.cancel()
+        return taking.result() if taking.done() and not taking.cancelled() else None
 
     async def _stopped_within(self, wait_s: float) -> bool:
         """Wait up to ``wait_s`` (replay pacing); True when stop() came meanwhile."""

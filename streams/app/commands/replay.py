@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import NodesOption, PodsOption
+from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.app.workload import pod_shape
 from streams.fragmentation.analysis import FragmentationAnalysis
@@ -74,25 +74,21 @@ def _run_row(
     options: ReplayOptions,
     summary: dict[str, object],
 ) -> dict[str, object]:
-    return {
-        "run_id": run_id,
-        "started_at": started,
-        "updated_at": datetime.now(UTC),
-        "status": status,
-        "source": source,
-        "mode": options.mode.value,
-        "policy": options.policy,
-        "seed": options.seed,
-        "params": orjson.dumps(
-            {
-                "ratio": options.ratio,
-                "time_scale": options.time_scale,
-                "node_limit": options.node_limit,
-            },
-            option=orjson.OPT_SORT_KEYS,
-        ).decode(),
-        "summary": orjson.dumps(summary, option=orjson.OPT_SORT_KEYS).decode(),
-    }
+    return run_row(
+        run_id,
+        status=status,
+        started=started,
+        source=source,
+        mode=options.mode.value,
+        policy=options.policy,
+        seed=options.seed,
+        params={
+            "ratio": options.ratio,
+            "time_scale": options.time_scale,
+            "node_limit": options.node_limit,
+        },
+        summary=summary,
+    )
 
 
 def replay(
@@ -261,21 +257,10 @@ async def _replay(
     )
     if metrics_port is not None:
         start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
-    loop = asyncio.get_running_loop()
-    interrupts = [0]
-    forced: list[asyncio.Task[None]] = []
-
-    def on_signal() -> None:
-        # first: stop the source, store what was emitted; second: the store may be down, so
-        # stop waiting for it and keep the buffered rows in the spool for the next start
-        interrupts[0] += 1
-        runner.stop()
-        if interrupts[0] == 2:
-            console.print("second interrupt: spooling unwritten rows and stopping", highlight=False)
-            forced.append(asyncio.ensure_future(sink.stop(timeout_s=0)))
-
-    loop.add_signal_handler(signal.SIGINT, on_signal)
-    loop.add_signal_handler(signal.SIGTERM, on_signal)
+    # first: stop the source, store what was emitted; second: the store may be down, so stop
+    # waiting for it and keep the buffered rows in the spool for the next start
+    interrupts = StoreInterrupts(stop=runner.stop, sink=sink, console=console)
+    interrupts.install()
     console.print(
         f"replaying {source} ({options.mode.value}, {options.policy}, seed {options.seed}) "
         f"into {settings.dsn}, run {run_id}; Ctrl-C stops and keeps what was done",
@@ -290,17 +275,9 @@ async def _replay(
     except Exception as exc:  # recorded on the run, then reported
         failure = exc
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGTERM)
-        if forced:
-            await asyncio.gather(*forced, return_exceptions=True)
-        await sink.stop()
-    if forced:
-        console.print(
-            f"stopped with the store unreachable: unwritten rows are in {sink.spool_dir} and "
-            "are written by the next replay or sink start",
-            highlight=False,
-        )
+        await interrupts.finish()
+    if interrupts.forced:
+        interrupts.report_forced()
         return 130
     elapsed = time.monotonic() - wall0
     snap = analysis.snapshot()
