@@ -18,3 +18,16 @@ NodesOption = Annotated[
     typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+BootstrapOption = Annotated[
+    str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
+]
+PrefixOption = Annotated[
+    str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
+]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        help="History store DSN: chdb:///path or http(s)://host:8123; default: "
+        "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
+    ),
+]

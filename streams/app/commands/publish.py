@@ -18,7 +18,7 @@ from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, 
 from models import Envelope, from_json
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.options import NodesOption, PodsOption
+from streams.app.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
 from streams.distributed import topics
 
 
@@ -49,12 +49,8 @@ def publish(
     node_limit: Annotated[
         int | None, typer.Option(min=1, help="Use only the first N nodes of the trace.")
     ] = None,
-    bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
-    ] = None,
-    prefix: Annotated[
-        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
-    ] = None,
+    bootstrap: BootstrapOption = None,
+    prefix: PrefixOption = None,
     rate: Annotated[
         float | None,
         typer.Option(min=0.1, help="Events per wall-clock second; default as fast as possible."),

@@ -24,7 +24,7 @@ from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, 
 from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
-from streams.app.options import NodesOption, PodsOption
+from streams.app.options import NodesOption, PodsOption, StoreOption
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.app.workload import pod_shape
@@ -120,13 +120,7 @@ def replay(
             min=0.0, help="0: as fast as possible; N: N x the trace's own pace in event time."
         ),
     ] = 0.0,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            help="History store DSN: chdb:///path or http(s)://host:8123; default: "
-            "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
-        ),
-    ] = None,
+    store: StoreOption = None,
     metrics_port: Annotated[
         int | None,
         typer.Option(

@@ -18,24 +18,15 @@ from models import StoreSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
+from streams.app.options import BootstrapOption, PrefixOption, StoreOption
 from streams.app.topic_sink import TopicSink
 from streams.distributed import topics
 
 
 def sink(
-    bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
-    ] = None,
-    prefix: Annotated[
-        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            help="History store DSN: chdb:///path or http(s)://host:8123; default: "
-            "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
-        ),
-    ] = None,
+    bootstrap: BootstrapOption = None,
+    prefix: PrefixOption = None,
+    store: StoreOption = None,
     group: Annotated[
         str, typer.Option(help="Consumer group (after the prefix); sinks in one group share work.")
     ] = "gpufrag-sink",

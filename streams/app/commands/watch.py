@@ -38,6 +38,7 @@ from models.settings import WatchSettings
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import open_history, store_settings
+from streams.app.options import BootstrapOption, PrefixOption
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.distributed import topics
@@ -96,12 +97,8 @@ def watch(
         BusKind | None,
         typer.Option(help="Where events go; default GPUFRAG_WATCH__BUS (kafka)."),
     ] = None,
-    bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
-    ] = None,
-    prefix: Annotated[
-        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
-    ] = None,
+    bootstrap: BootstrapOption = None,
+    prefix: PrefixOption = None,
     store: Annotated[
         str | None,
         typer.Option(

@@ -14,18 +14,15 @@ from connectors.trace.alibaba_csv import read_pods
 from models import GpufragSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
+from streams.app.options import BootstrapOption, PrefixOption
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.fragmentation.shapes import TypicalPods
 
 
 def worker(
-    bootstrap: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
-    ] = None,
-    prefix: Annotated[
-        str | None, typer.Option(help="Topic name prefix; default GPUFRAG_KAFKA__TOPIC_PREFIX.")
-    ] = None,
+    bootstrap: BootstrapOption = None,
+    prefix: PrefixOption = None,
     app_id: Annotated[
         str,
         typer.Option(help="Consumer group and table namespace; workers with one id share work."),
