@@ -161,6 +161,23 @@ class DcgmSettings(_Group):
     """First wait after a failed scrape; doubles per failure up to backoff_max_s, with jitter,
     and resets after a success."""
     backoff_max_s: Annotated[float, Field(gt=0)] = 60.0
+    discover: bool = False
+    """Also scrape the dcgm-exporter pods found through the Kubernetes API (the ``kube``
+    settings' connection: kubeconfig, context, request timeout); ``gpufrag watch
+    --dcgm-discover`` turns it on. Off by default: it needs the right to list pods."""
+    discover_selector: Annotated[str, Field(min_length=1)] = "app=nvidia-dcgm-exporter"
+    """Label selector of the exporter pods: the GPU Operator's label; the dcgm-exporter Helm
+    chart's pods have ``app.kubernetes.io/name=dcgm-exporter`` instead."""
+    discover_namespace: str | None = None
+    """Namespace of the exporter pods (``gpu-operator`` with the operator); unset: all
+    namespaces, which needs a ClusterRole to list pods, where a namespace needs only a Role."""
+    discover_port: Annotated[int, Field(ge=1, le=65535)] = 9400
+    """Port for exporter pods that declare no container port (one named ``metrics`` wins, else
+    the first one declared)."""
+    discover_interval_s: Annotated[float, Field(gt=0)] = 60.0
+    """Seconds between two listings of the exporter pods; a new GPU node's exporter is scraped
+    at most this long after its pod runs, and one whose pod is gone stops being scraped (its
+    metric series dropped) at most this long after."""
 
 
 class NvmlSettings(_Group):
@@ -169,6 +186,20 @@ class NvmlSettings(_Group):
     from the pod's ``spec.nodeName``, which is what the watchers call the node)."""
     interval_s: Annotated[float, Field(gt=0)] = 5.0
     """Seconds between two readings of every GPU."""
+    pod_resources: bool = True
+    """Ask the kubelet's pod-resources socket which pod each GPU is assigned to (names idle
+    cards' pods too); where it is missing or fails, cards are attributed by their processes'
+    cgroups, as without it."""
+    pod_resources_socket: Annotated[str, Field(min_length=1)] = (
+        "/var/lib/kubelet/pod-resources/kubelet.sock"
+    )
+    """The kubelet's PodResources (v1) socket; a DaemonSet mounts its directory read-only."""
+    pod_resources_timeout_s: Annotated[float, Field(gt=0)] = 2.0
+    """Limit for one ask; a slower kubelet is treated as absent for that round."""
+    pod_resources_backoff_initial_s: Annotated[float, Field(gt=0)] = 30.0
+    """Wait before asking again after a failure; doubles per failure up to
+    pod_resources_backoff_max_s, and resets when the kubelet answers."""
+    pod_resources_backoff_max_s: Annotated[float, Field(gt=0)] = 600.0
 
 
 class WatchSettings(_Group):

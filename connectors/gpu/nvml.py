@@ -121,6 +121,7 @@ class Nvml:
             ecc_uncorrected_volatile=None if ecc is None else int(ecc),
             mig_enabled=None if mig is None else bool(mig[0]),
             xid=xid,
+            mig_uuids=self._mig_uuids(h) if mig is not None and mig[0] else (),
             processes=tuple(
                 ProcessUse(
                     pid=int(p.pid),
@@ -129,6 +130,17 @@ class Nvml:
                 for p in procs
             ),
         )
+
+    def _mig_uuids(self, h: Any) -> tuple[str, ...]:
+        """The card's MIG devices' UUIDs (slots without a device are skipped)."""
+        lib = self._lib
+        out: list[str] = []
+        for i in range(self._maybe(lib.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
+            mig = self._maybe(lib.nvmlDeviceGetMigDeviceHandleByIndex, h, i)
+            uuid = None if mig is None else _text(self._maybe(lib.nvmlDeviceGetUUID, mig))
+            if uuid is not None:
+                out.append(uuid)
+        return tuple(out)
 
 
 def _text(value: object) -> str | None:

@@ -41,19 +41,53 @@ class NvmlReading:
     mig_enabled: bool | None = None
     xid: int | None = None
     processes: tuple[ProcessUse, ...] = field(default=())
+    mig_uuids: tuple[str, ...] = field(default=())
+    """UUIDs of the card's MIG devices: the kubelet assigns those, not the card."""
 
 
 def _mib(value: int | None) -> float | None:
     return None if value is None else value / MIB
 
 
+def card_owner(assigned: frozenset[PodRef]) -> PodRef | None:
+    """The one pod the kubelet gave the card to; none when pods share it (time-slicing), since
+    a card-level sample cannot split its memory between them. Two containers of one pod
+    holding replicas of the card leave the container unnamed."""
+    pods = {(r.namespace, r.pod) for r in assigned}
+    if len(pods) != 1:
+        return None
+    (namespace, pod), containers = next(iter(pods)), {r.container for r in assigned}
+    return PodRef(namespace, pod, next(iter(containers)) if len(containers) == 1 else None)
+
+
+def process_pods(
+    reading: NvmlReading,
+    *,
+    pod_of_pid: Callable[[int], PodRef | None],
+    assigned: frozenset[PodRef] = frozenset(),
+) -> tuple[tuple[ProcessUse, PodRef | None], ...]:
+    """Each process with its own memory and its pod: the card's one assignee where the kubelet
+    names one (a process on a card sees only the devices its container was given), else the
+    pod UID of its cgroup."""
+    owner = card_owner(assigned)
+    return tuple((p, owner or pod_of_pid(p.pid)) for p in reading.processes)
+
+
 def to_sample(
-    node: str, reading: NvmlReading, *, pod_of_pid: Callable[[int], PodRef | None]
+    node: str,
+    reading: NvmlReading,
+    *,
+    pod_of_pid: Callable[[int], PodRef | None],
+    assigned: frozenset[PodRef] = frozenset(),
 ) -> GpuSample:
-    """A card-level sample; it names a pod only when every process on the card belongs to one
+    """A card-level sample. Its pod: the kubelet's assignment when the card has one (see
+    ``card_owner``); otherwise the pod of every process on the card when they are all in one
     pod, the same whole-card attribution dcgm-exporter makes."""
-    pods = {pod_of_pid(p.pid) for p in reading.processes}
-    owner = next(iter(pods)) if len(pods) == 1 else None
+    if assigned:
+        owner = card_owner(assigned)
+    else:
+        pods = {pod for _, pod in process_pods(reading, pod_of_pid=pod_of_pid)}
+        owner = next(iter(pods)) if len(pods) == 1 else None
     return GpuSample(
         node=node,
         gpu_index=reading.index,

@@ -1,7 +1,8 @@
 """The NVML node sampler: periodic GPU samples for nodes without dcgm-exporter.
 
 On a machine without a GPU it says so in one line and, per setting, returns or idles (a
-DaemonSet pod on a CPU node should neither crash-loop nor spin).
+DaemonSet pod on a CPU node should neither crash-loop nor spin). A card's pod comes from the
+kubelet's pod-resources assignment where the kubelet answers, else from its processes' cgroups.
 """
 
 from __future__ import annotations
@@ -12,15 +13,25 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from connectors.gpu.cgroup import pod_uid_of_pid
 from connectors.gpu.nvml import Nvml, NvmlUnavailable
-from connectors.gpu.reading import PodRef, to_sample
+from connectors.gpu.podresources import KubeletAssignments, assigned
+from connectors.gpu.reading import NvmlReading, PodRef, to_sample
 from models import Envelope, GpuSampleEvent
 
 log = logging.getLogger(__name__)
 NoGpu = Literal["exit", "idle"]
+
+
+class NvmlDevices(Protocol):
+    """What a round reads; ``Nvml`` on a machine, a fake in tests."""
+
+    def __len__(self) -> int: ...
+    def poll_xids(self) -> dict[str, int]: ...
+    def read(self, index: int) -> NvmlReading: ...
+    def close(self) -> None: ...
 
 
 def pod_by_cgroup(pid: int) -> PodRef | None:
@@ -42,6 +53,8 @@ class NvmlSampler:
         emit: Callable[[Envelope], Awaitable[None]],
         pod_of_pid: Callable[[int], PodRef | None] = pod_by_cgroup,
         source: str = "nvml",
+        pod_resources: KubeletAssignments | None = None,
+        open_nvml: Callable[[], NvmlDevices] = Nvml,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
@@ -51,12 +64,14 @@ class NvmlSampler:
         self.emit = emit
         self.pod_of_pid = pod_of_pid
         self.source = source
+        self.pod_resources = pod_resources
+        self.open_nvml = open_nvml
         self.unavailable: str | None = None
         self.samples = 0
 
     async def run(self, *, stop: asyncio.Event, max_rounds: int | None = None) -> None:
         try:
-            nvml = await asyncio.to_thread(Nvml)
+            nvml = await asyncio.to_thread(self.open_nvml)
         except NvmlUnavailable as exc:
             self.unavailable = str(exc)
             log.warning("%s; %s", exc, "idling" if self.on_no_gpu == "idle" else "exiting")
@@ -74,15 +89,19 @@ class NvmlSampler:
                     await asyncio.wait_for(stop.wait(), self.interval_s)
         finally:
             await asyncio.to_thread(nvml.close)
+            if self.pod_resources is not None:
+                await self.pod_resources.close()
 
-    async def _round(self, nvml: Nvml) -> None:
+    async def _round(self, nvml: NvmlDevices) -> None:
         xids = await asyncio.to_thread(nvml.poll_xids)
+        owners = None if self.pod_resources is None else await self.pod_resources.owners()
         at = datetime.now(UTC)
         for index in range(len(nvml)):
             reading = await asyncio.to_thread(nvml.read, index)
             if reading.uuid is not None and reading.uuid in xids:
                 reading = replace(reading, xid=xids[reading.uuid])
-            sample = to_sample(self.node, reading, pod_of_pid=self.pod_of_pid)
+            mine = assigned(owners or {}, (reading.uuid, *reading.mig_uuids))
+            sample = to_sample(self.node, reading, pod_of_pid=self.pod_of_pid, assigned=mine)
             await self.emit(
                 Envelope.wrap(GpuSampleEvent(sample=sample), event_time=at, source=self.source)
             )

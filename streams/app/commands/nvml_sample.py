@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
+from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NoGpu, NvmlSampler
-from models import Envelope, to_json
+from models import Envelope, GpufragSettings, to_json
 
 
 def nvml_sample(
@@ -36,7 +37,11 @@ def nvml_sample(
         typer.echo(to_json(env).decode())
 
     sampler = NvmlSampler(
-        node=node or socket.gethostname(), interval_s=interval_s, on_no_gpu=mode, emit=emit
+        node=node or socket.gethostname(),
+        interval_s=interval_s,
+        on_no_gpu=mode,
+        emit=emit,
+        pod_resources=kubelet_assignments(GpufragSettings().nvml),
     )
 
     async def main() -> None:

@@ -28,7 +28,8 @@ from rich.console import Console
 
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
-from connectors.dcgm import DcgmScraper, Endpoint
+from connectors.dcgm import DcgmScraper, Endpoint, KubeExporterDiscovery
+from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NvmlSampler
 from connectors.kafka.live import Emit, LiveMetrics, LiveStage, LiveStream, PublisherOutlet
 from connectors.kafka.publisher import EventPublisher
@@ -86,6 +87,14 @@ def watch(
             help="A dcgm-exporter page to scrape (repeatable); adds to GPUFRAG_DCGM__ENDPOINTS.",
         ),
     ] = None,
+    dcgm_discover: Annotated[
+        bool | None,
+        typer.Option(
+            "--dcgm-discover/--no-dcgm-discover",
+            help="Also scrape the dcgm-exporter pods found through the Kubernetes API "
+            "(GPUFRAG_DCGM__DISCOVER_*); default GPUFRAG_DCGM__DISCOVER (off).",
+        ),
+    ] = None,
     nvml: Annotated[
         bool, typer.Option("--nvml/--no-nvml", help="Sample this machine's GPUs through NVML.")
     ] = False,
@@ -132,14 +141,16 @@ def watch(
     )
     settings = GpufragSettings()
     urls = tuple(dict.fromkeys((*settings.dcgm.endpoints, *(dcgm or ()))))
-    if not (kube or urls or nvml):
-        raise typer.BadParameter("no source: give --kube, --dcgm URL or --nvml")
+    discover = settings.dcgm.discover if dcgm_discover is None else dcgm_discover
+    if not (kube or urls or discover or nvml):
+        raise typer.BadParameter("no source: give --kube, --dcgm URL, --dcgm-discover or --nvml")
     kind = bus or BusKind(settings.watch.bus)
     if kind is BusKind.KAFKA and store is not None:
         raise typer.BadParameter("--store is for --bus embedded", param_hint="--store")
     plan = _Plan(
         kube=kube,
         dcgm=urls,
+        dcgm_discover=discover,
         nvml_node=(node or settings.nvml.node or socket.gethostname()) if nvml else None,
     )
     registry = CollectorRegistry()
@@ -165,7 +176,8 @@ def watch(
         except ConfigException as exc:
             typer.echo(
                 f"gpufrag: error: no Kubernetes configuration ({exc}); set "
-                "GPUFRAG_KUBE__KUBECONFIG, or --no-kube",
+                "GPUFRAG_KUBE__KUBECONFIG, or "
+                + ("--no-kube --no-dcgm-discover" if plan.dcgm_discover else "--no-kube"),
                 err=True,
             )
             raise typer.Exit(EXIT_USAGE) from None
@@ -180,6 +192,7 @@ class _Plan:
     kube: bool
     dcgm: tuple[str, ...]
     nvml_node: str | None
+    dcgm_discover: bool = False
 
 
 async def _watch(
@@ -230,6 +243,7 @@ async def _sources(
     ``_supervise`` if it fails."""
     host = socket.gethostname()
     out: list[LiveSource] = []
+    client: Any = None
     if plan.kube:
         client = await api_client_for(settings.kube)
         stack.push_async_callback(client.close)
@@ -239,12 +253,28 @@ async def _sources(
             return KubeSource(api_client=client, settings=kube, emit=emit, registry=registry)
 
         out.append(LiveSource(f"{kube.source}@{host}", KUBE_KINDS, kube_source))
-    if plan.dcgm:
+    if plan.dcgm or plan.dcgm_discover:
         d = settings.dcgm
+        discovery: KubeExporterDiscovery | None = None
+        if plan.dcgm_discover:
+            lister = client  # the watchers' API client when they run, else one of its own
+            if lister is None:
+                lister = await api_client_for(settings.kube)
+                stack.push_async_callback(lister.close)
+            discovery = KubeExporterDiscovery(
+                api_client=lister,
+                label_selector=d.discover_selector,
+                namespace=d.discover_namespace,
+                fallback_port=d.discover_port,
+                request_timeout_s=settings.kube.request_timeout_s,
+                page_size=settings.kube.page_size,
+            )
 
         def dcgm_source(emit: Emit) -> _Runnable:
             return DcgmScraper(
                 endpoints=[Endpoint(url) for url in plan.dcgm],
+                discovery=discovery,
+                discovery_interval_s=d.discover_interval_s,
                 emit=emit,
                 registry=registry,
                 interval_s=d.interval_s,
@@ -255,10 +285,16 @@ async def _sources(
 
         out.append(LiveSource(f"dcgm@{host}", GPU_KINDS, dcgm_source))
     if plan.nvml_node is not None:
-        node, interval_s = plan.nvml_node, settings.nvml.interval_s
+        node, nv = plan.nvml_node, settings.nvml
 
         def nvml_source(emit: Emit) -> _Runnable:
-            return NvmlSampler(node=node, interval_s=interval_s, on_no_gpu="idle", emit=emit)
+            return NvmlSampler(
+                node=node,
+                interval_s=nv.interval_s,
+                on_no_gpu="idle",
+                emit=emit,
+                pod_resources=kubelet_assignments(nv),
+            )
 
         out.append(LiveSource(f"nvml@{node}", GPU_KINDS, nvml_source))
     return out
