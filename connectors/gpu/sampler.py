@@ -68,6 +68,8 @@ class NvmlSampler:
         self.open_nvml = open_nvml
         self.unavailable: str | None = None
         self.samples = 0
+        self.read_errors = 0
+        self._failing: set[str] = set()
 
     async def run(self, *, stop: asyncio.Event, max_rounds: int | None = None) -> None:
         try:
@@ -93,11 +95,20 @@ class NvmlSampler:
                 await self.pod_resources.close()
 
     async def _round(self, nvml: NvmlDevices) -> None:
-        xids = await asyncio.to_thread(nvml.poll_xids)
+        try:
+            xids = await asyncio.to_thread(nvml.poll_xids)
+        except Exception as exc:  # XIDs are missed this round, samples still go out
+            self._failed("xid events", exc)
+            xids = {}
         owners = None if self.pod_resources is None else await self.pod_resources.owners()
         at = datetime.now(UTC)
         for index in range(len(nvml)):
-            reading = await asyncio.to_thread(nvml.read, index)
+            try:
+                reading = await asyncio.to_thread(nvml.read, index)
+            except Exception as exc:  # a card that fell off the bus must not silence the rest
+                self._failed(f"gpu {index}", exc)
+                continue
+            self._recovered(f"gpu {index}")
             if reading.uuid is not None and reading.uuid in xids:
                 reading = replace(reading, xid=xids[reading.uuid])
             mine = assigned(owners or {}, (reading.uuid, *reading.mig_uuids))
@@ -106,3 +117,15 @@ class NvmlSampler:
                 Envelope.wrap(GpuSampleEvent(sample=sample), event_time=at, source=self.source)
             )
             self.samples += 1
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Counted every time, logged once until it reads again (NVML fails per card)."""
+        self.read_errors += 1
+        if what not in self._failing:
+            self._failing.add(what)
+            log.warning("NVML could not read %s on %s: %s", what, self.node, exc)
+
+    def _recovered(self, what: str) -> None:
+        if what in self._failing:
+            self._failing.discard(what)
+            log.info("NVML reads %s on %s again", what, self.node)
