@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from aiokafka.errors import CommitFailedError
 
 from connectors.clickhouse.rows import Row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
@@ -60,7 +61,12 @@ class TopicSink:
             for table, table_rows in rows.items():
                 await self.sink.write(table, table_rows)
             await self.sink.flush()
-            await self.consumer.commit()
+            try:
+                await self.consumer.commit()
+            except CommitFailedError as exc:
+                # a rebalance: the records are read again, and the rows are keyed, so writing
+                # them twice stores them once
+                log.warning("offsets not committed (%s); records will be re-read", exc)
 
     def _row(
         self, topic: str, partition: int, offset: int, ts_ms: int, value: bytes | None

@@ -189,6 +189,9 @@ def build_app(cfg: WorkerConfig) -> faust.App:
         # "~" appears in no pod key, node name or cluster key
         return f"~released/{p}".encode()
 
+    def sources_key(p: int) -> bytes:
+        return f"~sources/{p}".encode()
+
     def buffer(stage: str, p: int, state: Any) -> Reorder[Any]:
         buf = buffers.get((stage, p))
         if buf is None:
@@ -196,8 +199,34 @@ def build_app(cfg: WorkerConfig) -> faust.App:
             raw = state.get(released_key(p))
             if raw is not None:
                 buf.released = buf.restored = datetime.fromisoformat(raw.decode())
+            known = state.get(sources_key(p))
+            if known is not None:
+                buf.watermarks.expect(known)
             buffers[(stage, p)] = buf
         return buf
+
+    async def progressed(
+        stream: Any,
+        stage: str,
+        p: int,
+        state: Any,
+        event: Any,
+        progress: SourceProgress,
+    ) -> tuple[Reorder[Any], datetime | None, list[tuple[OrderKey, Any]]]:
+        """Take a source's report; returns the buffer, its new watermark and what it releases."""
+        buf = buffer(stage, p, state)
+        before = buf.watermarks.known()
+        buf.watermarks.on_progress(event.message.topic, progress)
+        after = buf.watermarks.known()
+        if after != before:  # a new source: waited for after a restart too
+            state[sources_key(p)] = after
+        await hold_progress(stream, stage, p, event.message.topic, event, progress)
+        wm, ready = buf.ready()
+        return buf, wm, ready
+
+    def still_mine(stage: str, p: int, buf: Reorder[Any]) -> bool:
+        """False once the partition was revoked (mid-release): its next owner redoes the rest."""
+        return buffers.get((stage, p)) is buf
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked = args[0] if args else kwargs.get("revoked", ())
@@ -314,22 +343,24 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 await reject(event, describe_error(exc))
                 await s.ack(event)
                 continue
-            buf = buffer("tasks", p, tasks)
             if isinstance(item, SourceProgress):
-                buf.watermarks.on_progress(msg.topic, item)
-                await hold_progress(s, "tasks", p, msg.topic, event, item)
-                wm, ready = buf.ready()
+                buf, wm, ready = await progressed(s, "tasks", p, tasks, event, item)
                 if wm is None:
                     continue
                 for order, (ev, env) in ready:
+                    if not still_mine("tasks", p, buf):
+                        break
                     pl = env.payload
                     if not (isinstance(pl, SchedulingEvent) and not pl.event.pod_name):
                         await task_apply(pl, env.key, env.event_time, order)
                     await s.ack(ev)
-                counters["released"] += len(ready)
-                tasks[released_key(p)] = wm.isoformat().encode()
-                await report("tasks", p, wm)
-            elif (why := buf.lateness(item.event_time)) is not None:
+                else:
+                    counters["released"] += len(ready)
+                    tasks[released_key(p)] = wm.isoformat().encode()
+                    await report("tasks", p, wm)
+                continue
+            buf = buffer("tasks", p, tasks)
+            if (why := buf.lateness(item.event_time)) is not None:
                 await drop_late(s, event, why, buf)
             else:
                 buf.add(
@@ -393,23 +424,27 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 await reject(event, describe_error(exc))
                 await s.ack(event)
                 continue
-            buf = buffer("nodes", p, node_states)
             if progress is not None:
-                buf.watermarks.on_progress(msg.topic, progress)
-                await hold_progress(s, "nodes", p, msg.topic, event, progress)
-                wm, ready = buf.ready()
+                buf, wm, ready = await progressed(s, "nodes", p, node_states, event, progress)
                 if wm is None:
                     continue
                 for order, (ev, (node, it, at)) in ready:
+                    if not still_mine("nodes", p, buf):
+                        break
                     await node_apply(node, it, at, order)
                     await s.ack(ev)
-                counters["released"] += len(ready)
-                node_states[released_key(p)] = wm.isoformat().encode()
-                await report("nodes", p, wm)
-            elif entry is not None:
+                else:
+                    counters["released"] += len(ready)
+                    node_states[released_key(p)] = wm.isoformat().encode()
+                    await report("nodes", p, wm)
+                continue
+            buf = buffer("nodes", p, node_states)
+            if entry is not None:
                 order, node, it, at = entry
                 if (why := buf.lateness(order.at)) is not None:
-                    await drop_late(s, event, why, buf)
+                    # a binding behind the mark is the pod stage re-sending after its restart
+                    derived = msg.topic == name[topics.NODE_BINDINGS.name]
+                    await drop_late(s, event, "redelivered" if derived else why, buf)
                 else:
                     buf.add(order, (event, (node, it, at)))
             yield None
@@ -434,6 +469,20 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 cluster.pop(b"o/" + fp, None)
             counters["signals"] += 1
             await signals_out.send(key=fp, value=to_json(sig))
+
+    def keep_peak(ia: InstantAnalysis, delta: ProfileUpdate) -> ProfileUpdate:
+        """A task's GPU memory peak comes from telemetry, outside the event order: a profile
+        made before the peak reached the pod's stage must not erase it."""
+        if not isinstance(delta, TaskProfileUpdate) or delta.profile is None:
+            return delta
+        known = ia.analysis.tasks.get(delta.key)
+        old = None if known is None else known.gpu_memory_peak_mib
+        new = delta.profile.gpu_memory_peak_mib
+        if old is None or (new is not None and new >= old):
+            return delta
+        return TaskProfileUpdate(
+            delta.key, delta.profile.model_copy(update={"gpu_memory_peak_mib": old}), delta.at
+        )
 
     def remember(delta: ProfileUpdate) -> None:
         if isinstance(delta, NodeProfileUpdate):
@@ -465,30 +514,36 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 await s.ack(event)
                 continue
             ia = instants()
-            buf = buffer("cluster", 0, cluster)
             if isinstance(decoded, SourceProgress):
-                buf.watermarks.on_progress(event.message.topic, decoded)
-                await hold_progress(s, "cluster", 0, event.message.topic, event, decoded)
-                wm, ready = buf.ready()
+                buf, wm, ready = await progressed(s, "cluster", 0, cluster, event, decoded)
                 if wm is None:
                     continue
                 for o, (ev, d) in ready:
+                    if not still_mine("cluster", 0, buf):
+                        break
+                    d = keep_peak(ia, d)
                     remember(d)
                     await publish_signals(ia.add(o, d))
                     await s.ack(ev)
-                await publish_signals(ia.release(wm))
-                counters["released"] += len(ready)
-                cluster[b"~meta"] = orjson.dumps(ia.analysis.clock_state())
-                cluster[released_key(0)] = wm.isoformat().encode()
-            elif delta is None:
+                else:
+                    await publish_signals(ia.release(wm))
+                    counters["released"] += len(ready)
+                    cluster[b"~meta"] = orjson.dumps(ia.analysis.clock_state())
+                    cluster[released_key(0)] = wm.isoformat().encode()
+                continue
+            buf = buffer("cluster", 0, cluster)
+            if delta is None:
                 continue
             elif order is None:
-                # telemetry-driven (a memory peak): applied as it comes
+                # telemetry-driven (a memory peak): applied as it comes, after its instant's
+                # ordered deltas if that instant is still open
+                delta = keep_peak(ia, delta)
                 remember(delta)
-                await publish_signals(ia.add(OrderKey(delta.at, "", 0, "", 2), delta))
+                await publish_signals(ia.add(OrderKey(delta.at, "\uffff", 0, "", 2), delta))
                 await s.ack(event)
-            elif (why := buf.lateness(order.at)) is not None:
-                await drop_late(s, event, why, buf)
+            elif buf.lateness(order.at) is not None:
+                # deltas behind the mark are a stage re-sending after its restart
+                await drop_late(s, event, "redelivered", buf)
             else:
                 buf.add(order, (event, delta))
             yield None
@@ -518,7 +573,11 @@ def _rebuild(cfg: WorkerConfig, cluster: Any) -> InstantAnalysis:
             tasks += 1
         elif k.startswith(b"o/"):
             opened[k[2:].decode()] = from_json(Signal, raw)
-    a.restore_clock(orjson.loads(raw_meta))
+    clock = orjson.loads(raw_meta)
+    if clock.get("now"):
+        # learned typical pods come back from the tasks still held (not every pod ever seen)
+        a.relearn_typical(datetime.fromisoformat(clock["now"]))
+    a.restore_clock(clock)
     a.open = opened
     ia.watermark = datetime.fromisoformat(raw_released.decode())
     log.info(

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
 
+import orjson
+
 from models import EventKind
 from models.progress import SourceProgress
 from streams.fragmentation.instants import OrderKey
@@ -75,6 +77,16 @@ class Watermarks:
             outside = [a for a in outside if ahead - a <= lag]
         marks = fixed + outside
         return min(marks) if marks else None
+
+    def known(self) -> bytes:
+        """The outside sources heard from and the topics each writes here (JSON), to be kept
+        with the stage's state: after a restart they are waited for again before anything is
+        released, whichever of their reports Kafka happens to redeliver first."""
+        return orjson.dumps({s: sorted(t) for s, t in sorted(self._needs.items())})
+
+    def expect(self, known: bytes) -> None:
+        for source, needs in orjson.loads(known).items():
+            self._needs.setdefault(source, frozenset(needs))
 
     def snapshot(self) -> dict[str, object]:
         """For logs and metrics: each channel's progress."""

@@ -152,6 +152,12 @@ class FragmentationAnalysis:
             "evaluations": self.evaluations,
         }
 
+    def relearn_typical(self, at: datetime) -> None:
+        """Rebuild the learned typical pods from the tasks applied so far (a host restoring its
+        state); with a fixed workload there is nothing to learn."""
+        if self._fixed_typical is None:
+            self._rebuild_typical(at)
+
     def restore_clock(self, state: dict[str, object]) -> None:
         def when(v: object) -> datetime | None:
             return None if v is None else datetime.fromisoformat(str(v))

@@ -180,3 +180,20 @@ def test_signals_do_not_depend_on_arrival_order_or_on_where_releases_cut(
 def test_the_reference_loop_sees_every_kind_of_signal() -> None:
     kinds = {s.kind.value for s in operator_run(flush=False)[0]}
     assert kinds == {"stranded_gpus", "fragmentation", "unplaceable_pending"}
+
+
+def test_after_a_restart_every_known_source_is_waited_for_again() -> None:
+    before = task_marks()
+    both = (EventKind.POD, EventKind.SCHEDULER)
+    for topic in ("pods", "sched"):
+        before.on_progress(topic, progress("kube@a", 50, *both))
+        before.on_progress(topic, progress("kube@b", 100, *both))
+    assert before.current() == at(50)
+    after = task_marks()  # a restarted stage: reports come back in any order
+    after.expect(before.known())
+    for topic in ("pods", "sched"):
+        after.on_progress(topic, progress("kube@b", 100, *both))
+    assert after.current() is None  # not 100: kube@a's events up to 50+ may still be coming
+    after.on_progress("pods", progress("kube@a", 50, *both))
+    after.on_progress("sched", progress("kube@a", 50, *both))
+    assert after.current() == at(50)
