@@ -107,6 +107,9 @@ class TaskProfile(Frozen):
     finished_at: UtcDatetime | None = None
     gpu_memory_peak_mib: NonNegFloat | None = None
     oom_count: NonNegativeInt = 0
+    counted_ooms: tuple[str, ...] = ()
+    """Ids of the latest OOM-kill events counted (a few): at-least-once delivery and a
+    watcher's re-list bring the same kill again, and it must not count twice."""
 
     @property
     def wait_s(self) -> float | None:

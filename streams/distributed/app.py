@@ -304,7 +304,9 @@ def build_app(cfg: WorkerConfig) -> faust.App:
     ) -> None:
         raw_prev = tasks.get(key.encode())
         prev = None if raw_prev is None else TaskProfile.model_validate_json(raw_prev)
-        new, updates, binds = task_step(key, prev, item, at)
+        new, updates, binds = task_step(
+            key, prev, item, at, event_id=None if order is None else order.id
+        )
         if new is None:
             tasks.pop(key.encode(), None)
         else:

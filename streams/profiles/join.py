@@ -33,6 +33,8 @@ from streams.profiles.gpus import free_per_gpu
 # row-remap failure, NVLink error, fallen off the bus, uncontained ECC.
 UNHEALTHY_XIDS = frozenset({48, 64, 74, 79, 95})
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+COUNTED_OOMS = 16
+"""OOM-kill event ids a task profile remembers to count each kill once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,7 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
         finished_at=finished_at,
         gpu_memory_peak_mib=previous.gpu_memory_peak_mib if previous else None,
         oom_count=previous.oom_count if previous else 0,
+        counted_ooms=previous.counted_ooms if previous else (),
     )
 
 
@@ -221,6 +224,8 @@ def task_step(
     prev: TaskProfile | None,
     item: PodEvent | SchedulingEvent | PeakReport,
     at: datetime,
+    *,
+    event_id: str | None = None,
 ) -> tuple[TaskProfile | None, list[TaskProfileUpdate], list[Binding]]:
     """The pod-keyed half of the join: the pod's new profile, its change, and the bindings
     its nodes must hear about."""
@@ -235,7 +240,14 @@ def task_step(
         e = item.event
         if e.reason != "OOMKilled" or prev is None:
             return prev, [], []
-        new = prev.model_copy(update={"oom_count": prev.oom_count + e.count})
+        if event_id is not None and event_id in prev.counted_ooms:
+            return prev, [], []  # the same kill again (redelivered, re-listed)
+        counted = prev.counted_ooms
+        if event_id is not None:
+            counted = (*counted, event_id)[-COUNTED_OOMS:]
+        new = prev.model_copy(
+            update={"oom_count": prev.oom_count + e.count, "counted_ooms": counted}
+        )
         return new, [TaskProfileUpdate(key, new, at)], []
     if item.change == "delete":
         if prev is None:
@@ -286,7 +298,7 @@ class ProfileJoin:
         if isinstance(payload, SchedulingEvent):
             if not payload.event.pod_name:
                 return []  # node- or cluster-scoped: nothing about a task
-            return self._task(key_of(payload), payload, at)
+            return self._task(key_of(payload), payload, at, event_id=env.id)
         if isinstance(payload, QueueEvent):
             return []  # quotas and queues: kept in the history, no profile yet
         raise TypeError(f"unhandled payload {type(payload).__name__}")
@@ -307,9 +319,14 @@ class ProfileJoin:
         return result
 
     def _task(
-        self, key: str, item: PodEvent | SchedulingEvent | PeakReport, at: datetime
+        self,
+        key: str,
+        item: PodEvent | SchedulingEvent | PeakReport,
+        at: datetime,
+        *,
+        event_id: str | None = None,
     ) -> list[ProfileUpdate]:
-        new, updates, binds = task_step(key, self.tasks.get(key), item, at)
+        new, updates, binds = task_step(key, self.tasks.get(key), item, at, event_id=event_id)
         if new is None:
             self.tasks.pop(key, None)
         else:

@@ -195,6 +195,7 @@ class RefTask:
     finished_at: datetime | None = None
     oom_count: int = 0
     peak: float | None = None
+    counted: list[str] = field(default_factory=list)  # OOM event ids, each kill once
 
 
 @dataclass
@@ -247,8 +248,11 @@ def final_state(events: list[Envelope]) -> Reference:
         else:
             e = p.event
             t = ref.tasks.get(f"{e.pod_namespace or NAMESPACE}/{e.pod_name}")
-            if e.reason == "OOMKilled" and e.pod_name and t is not None:
+            # a kill seen again (same event id) is not counted again
+            seen = t is not None and env.id in t.counted[-16:]
+            if e.reason == "OOMKilled" and e.pod_name and t is not None and not seen:
                 t.oom_count += e.count
+                t.counted.append(env.id)
     return ref
 
 
@@ -274,6 +278,7 @@ def expected_task(key: str, t: RefTask) -> TaskProfile:
         finished_at=t.finished_at,
         gpu_memory_peak_mib=t.peak,
         oom_count=t.oom_count,
+        counted_ooms=tuple(t.counted[-16:]),
     )
 
 

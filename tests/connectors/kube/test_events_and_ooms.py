@@ -153,6 +153,10 @@ async def test_oom_kill_is_emitted_once_per_container_run(
     for env in collector.envelopes:
         join.apply(env)
     assert join.tasks["ml/nb"].oom_count == 2
+    # the same kills again (a redelivery, or a watcher's list after its restart): not counted
+    for env in ooms:
+        assert join.apply(env) == []
+    assert join.tasks["ml/nb"].oom_count == 2
     pods = [e for e in collector.envelopes if isinstance(e.payload, PodEvent)]
     # created, then priority 0 -> 5; status-only updates leave the pod's model as it was
     assert len(pods) == 2
