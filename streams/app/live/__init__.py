@@ -1,0 +1,1 @@
+"""What `gpufrag watch` runs: live sources, their stages, and the two buses."""

@@ -1,0 +1,132 @@
+"""`gpufrag watch --bus embedded`: the sources into the embedded pipeline and the store."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+from prometheus_client import CollectorRegistry
+from rich.console import Console
+
+from connectors.clickhouse.sink import ClickHouseSink
+from connectors.clickhouse.store import open_store
+from connectors.kafka.live import LiveMetrics, LiveStream
+from models import GpufragSettings, StoreSettings
+from streams.app.history import open_history
+from streams.app.live.sources import LiveSource, live_stage, run_live
+from streams.app.runs import StoreInterrupts, run_row
+from streams.app.store_output import StoreOutput
+from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.runner.embedded import EmbeddedRunner
+
+
+async def watch_to_store(
+    sources: list[LiveSource],
+    *,
+    settings: GpufragSettings,
+    store: StoreSettings,
+    registry: CollectorRegistry,
+    metrics: LiveMetrics,
+    stop: asyncio.Event,
+    duration_s: float | None,
+    console: Console,
+) -> int:
+    """All sources through one live stage into the embedded pipeline (one stage: the merged
+    stream must be in event-time order for the runner), stored as one run in the history."""
+    history = await asyncio.to_thread(open_history, store)
+    started = datetime.now(UTC)
+    run_id = f"watch-{started:%Y%m%dT%H%M%SZ}-{socket.gethostname()}"
+    names = [s.name for s in sources]
+    ws = settings.watch
+    params: dict[str, object] = {
+        "sources": names,
+        "allowed_delay_s": ws.allowed_delay_s,
+        "progress_interval_s": ws.progress_interval_s,
+    }
+
+    def row(status: str, summary: dict[str, object]) -> dict[str, object]:
+        return run_row(
+            run_id,
+            status=status,
+            started=started,
+            source="watch:" + ",".join(names),
+            mode="live",
+            policy="",
+            seed=0,
+            params=params,
+            summary=summary,
+        )
+
+    await asyncio.to_thread(history.insert, "runs", [row("running", {})])
+    sink = ClickHouseSink(lambda: open_store(store), store, registry=registry)
+    await sink.start()
+    output = StoreOutput(sink, run_id=run_id, track_arrivals=False)
+    # a live cluster learns its expected workload from the pods it sees
+    analysis = FragmentationAnalysis(settings=settings.analysis)
+    stream = LiveStream()
+    stage = live_stage("embedded", stream, metrics, settings.watch)
+    runs = [(s.name, s.build(stage.emitter(s.name))) for s in sources]
+    runner = EmbeddedRunner(source=stream, output=output, analysis=analysis, registry=registry)
+
+    async def live() -> None:
+        try:
+            await run_live(runs, [stage], stop=stop, metrics=metrics, duration_s=duration_s)
+        finally:
+            stream.end()
+
+    interrupts = StoreInterrupts(stop=stop.set, sink=sink, console=console)
+    interrupts.install()
+    wall0 = time.monotonic()
+    failure: BaseException | None = None
+    try:
+        await together(runner.run(), live())
+    except Exception as exc:  # recorded on the run, then reported
+        failure = exc
+    finally:
+        await interrupts.finish()
+    if interrupts.forced:
+        interrupts.report_forced()
+        return 130
+    summary: dict[str, object] = {
+        "events": runner.processed,
+        "failed_events": runner.failures,
+        "late_events": stage.late,
+        "elapsed_s": round(time.monotonic() - wall0, 2),
+    }
+    if failure is not None:
+        summary["error"] = f"{type(failure).__name__}: {failure}"
+    status = "failed" if failure is not None else "finished"
+    await asyncio.to_thread(history.insert, "runs", [row(status, summary)])
+    await asyncio.to_thread(history.close)
+    if failure is not None:
+        raise failure
+    typer.echo(
+        f"run {run_id} ({status}): {runner.processed} events stored into {store.dsn} "
+        f"({stage.late} late, {runner.failures} failed)"
+    )
+    return 0
+
+
+async def together(pipeline: Coroutine[Any, Any, None], live: Coroutine[Any, Any, None]) -> None:
+    """The pipeline and its live input side by side. The input ends the stream when it stops
+    (cleanly or not) and the pipeline drains it; a pipeline that fails stops the input, since
+    nothing would take its events any more."""
+    run_task = asyncio.create_task(pipeline, name="pipeline")
+    live_task = asyncio.create_task(live, name="live sources")
+    try:
+        done, _ = await asyncio.wait((run_task, live_task), return_when=asyncio.FIRST_EXCEPTION)
+        if live_task not in done:
+            live_task.cancel()
+            await asyncio.gather(live_task, return_exceptions=True)
+            run_task.result()
+            return
+        await run_task
+        live_task.result()
+    finally:
+        for task in (run_task, live_task):
+            task.cancel()
