@@ -25,7 +25,7 @@ topic with the reason and its offset, and the agent goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -96,7 +96,15 @@ class WorkerConfig:
     max_source_lag_s: float = 600.0
 
 
-def build_app(cfg: WorkerConfig) -> faust.App:
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """What a worker counts, for its metrics endpoint."""
+
+    counters: dict[str, int]
+    held: Callable[[], int]
+
+
+def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     app = faust.App(
         cfg.app_id,
         broker=";".join(f"gpufrag://{b}" for b in cfg.bootstrap.split(",")),
@@ -153,7 +161,6 @@ def build_app(cfg: WorkerConfig) -> faust.App:
     node_states = table("node-states", topics.TABLES["node-states"])
     cluster = table("cluster", topics.TABLES["cluster"])
     counters = {"dead_letters": 0, "signals": 0, "redelivered": 0, "released": 0}
-    app.gpufrag_counters = counters  # type: ignore[attr-defined]
 
     def marks(stage: str) -> Watermarks:
         if stage == "tasks":
@@ -550,7 +557,8 @@ def build_app(cfg: WorkerConfig) -> faust.App:
                 buf.add(order, (event, delta))
             yield None
 
-    return app
+    stats = WorkerStats(counters=counters, held=lambda: sum(len(b) for b in buffers.values()))
+    return app, stats
 
 
 def _rebuild(cfg: WorkerConfig, cluster: Any) -> InstantAnalysis:

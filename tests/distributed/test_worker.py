@@ -7,18 +7,21 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.trace.bundled import bundled_pods_path
 from models import Signal, from_json
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
 from tests.app.test_replay_pipeline import NODE_LIMIT, operator_signals
+from tests.connectors.dcgm.exporter_server import free_port
 
 pytestmark = pytest.mark.kafka
 MALFORMED = 10_000
@@ -28,8 +31,11 @@ def _env(bootstrap: str) -> dict[str, str]:
     return {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
 
 
-def _start_worker(bootstrap: str, prefix: str, log: Path) -> subprocess.Popen[bytes]:
+def _start_worker(
+    bootstrap: str, prefix: str, log: Path, *, metrics_port: int | None = None
+) -> subprocess.Popen[bytes]:
     fh = log.open("wb")
+    extra = [] if metrics_port is None else ["--metrics-port", str(metrics_port)]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -44,6 +50,7 @@ def _start_worker(bootstrap: str, prefix: str, log: Path) -> subprocess.Popen[by
             str(bundled_pods_path()),
             "--loglevel",
             "info",
+            *extra,
         ],
         stdout=fh,
         stderr=subprocess.STDOUT,
@@ -168,7 +175,8 @@ async def _collect(
 def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
-    proc = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log")
+    port = free_port()
+    proc = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log", metrics_port=port)
     dsn = f"chdb://{tmp_path / 'store'}"
     sink = _start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     try:
@@ -227,6 +235,17 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         )
         assert any("schema_version 99 is newer" in r["reason"] for r in records)
         assert proc.poll() is None  # the worker is still up
+        # and says so on its metrics endpoint
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        figures = {
+            s.name: s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        assert figures["gpufrag_worker_dead_letters_total"] == MALFORMED
+        assert figures["gpufrag_worker_released_total"] > 0
+        assert figures["gpufrag_worker_signals_total"] >= len(ours)
         # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin
         deadline = time.monotonic() + 120
         while not asyncio.run(_sink_caught_up(kafka_bootstrap, topic_prefix)):

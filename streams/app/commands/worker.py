@@ -9,6 +9,7 @@ from typing import Annotated
 
 import faust
 import typer
+from prometheus_client import CollectorRegistry, start_http_server
 
 from connectors.trace.alibaba_csv import read_pods
 from models import GpufragSettings
@@ -17,6 +18,7 @@ from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, PrefixOption
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
+from streams.distributed.metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
 
 
@@ -35,6 +37,10 @@ def worker(
         Path | None, typer.Option(help="Worker data directory; default a fresh temporary one.")
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "warning",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="Serve the worker's Prometheus metrics on this port."),
+    ] = None,
 ) -> None:
     """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
     Start several with the same --app-id to split the partitions between them."""
@@ -58,5 +64,9 @@ def worker(
         typical=typical,
         max_source_lag_s=settings.kafka.max_source_lag_s,
     )
-    app = build_app(cfg)
+    app, stats = build_app(cfg)
+    if metrics_port is not None:
+        registry = CollectorRegistry()
+        registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
+        start_http_server(metrics_port, registry=registry)
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()

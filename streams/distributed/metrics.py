@@ -1,0 +1,37 @@
+"""A worker's own figures as Prometheus metrics, read from the app when scraped.
+
+Faust's web server is off in gpufrag workers, so these are served by prometheus-client on a
+port of their own: what was dead-lettered, released, recognised as redelivered, signalled, and
+how much input is held waiting for the sources' progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+HELP = {
+    "dead_letters": "Messages sent to the dead-letter topic (malformed, or late)",
+    "released": "Input items released in event-time order and processed",
+    "redelivered": "Redelivered copies of items already processed, dropped",
+    "signals": "Signals sent by the cluster view",
+}
+
+
+class WorkerCollector(Collector):
+    def __init__(self, *, counters: Mapping[str, int], held: Callable[[], int]) -> None:
+        self.counters = counters
+        self.held = held
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        for name, text in HELP.items():
+            yield CounterMetricFamily(
+                f"gpufrag_worker_{name}", text, value=self.counters.get(name, 0)
+            )
+        yield GaugeMetricFamily(
+            "gpufrag_worker_held_items",
+            "Input items held until every source has reported progress past them",
+            value=self.held(),
+        )
