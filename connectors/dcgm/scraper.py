@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 import aiohttp
 from prometheus_client import CollectorRegistry
 
+from connectors.backoff import Backoff
 from connectors.dcgm.endpoints import Discovery, Endpoint
 from connectors.dcgm.metrics import ErrorReason, ScrapeMetrics
 from connectors.dcgm.samples import ParseResult, parse_exposition
@@ -149,18 +150,13 @@ class DcgmScraper:
             by_url.setdefault(ep.url, ep)
         return list(by_url.values())
 
-    def _backoff_s(self, failures: int) -> float:
-        """Half the doubled delay fixed, half random ("equal jitter"): never a retry storm, and
-        never a zero wait."""
-        growth: float = 2.0 ** min(failures - 1, 30)
-        ceiling = min(self.backoff_max_s, self.backoff_initial_s * growth)
-        return ceiling / 2 + self._jitter.uniform(0, ceiling / 2)
-
     async def _follow(
         self, session: aiohttp.ClientSession, ep: Endpoint, stop: asyncio.Event
     ) -> None:
         loop = asyncio.get_running_loop()
-        failures = 0
+        backoff = Backoff(
+            initial_s=self.backoff_initial_s, max_s=self.backoff_max_s, rng=self._jitter
+        )
         rejected_before = 0
         while not stop.is_set():
             started = loop.time()
@@ -170,18 +166,19 @@ class DcgmScraper:
                 failed = exc if isinstance(exc, _Failed) else _Failed("internal", repr(exc))
                 if not isinstance(exc, _Failed):  # our bug: costs this scrape, not the loop
                     log.exception("DCGM exporter %s: scrape failed", ep.url)
-                failures += 1
                 self.metrics.errors.labels(ep.url, failed.reason).inc()
-                if failures == 1:
+                if backoff.failures == 0:
                     log.warning(
                         "DCGM exporter %s: %s (%s); backing off", ep.url, failed, failed.reason
                     )
-                delay = self._backoff_s(failures)
+                delay = backoff.next()
             else:
-                if failures:
+                if backoff.failures:
                     self.metrics.reconnects.labels(ep.url).inc()
-                    log.info("DCGM exporter %s is back after %d failed scrapes", ep.url, failures)
-                failures = 0
+                    log.info(
+                        "DCGM exporter %s is back after %d failed scrapes", ep.url, backoff.failures
+                    )
+                backoff.reset()
                 if len(result.rejected) != rejected_before and result.rejected:
                     log.warning(
                         "DCGM exporter %s: %d lines refused, first %s",
@@ -191,7 +188,7 @@ class DcgmScraper:
                     )
                 rejected_before = len(result.rejected)
                 delay = max(0.0, self.interval_s - (loop.time() - started))
-            self.metrics.failing.labels(ep.url).set(failures)
+            self.metrics.failing.labels(ep.url).set(backoff.failures)
             if await _stopped(stop, delay):
                 return
 

@@ -29,8 +29,8 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 import orjson
 
+from connectors.backoff import Backoff
 from connectors.kube.api import Gone, KubeApiError, NotServed, ResourceClient
-from connectors.kube.backoff import Backoff
 from connectors.kube.handlers import Emit, Handler
 from connectors.kube.metrics import KubeMetrics
 from connectors.kube.objects import get_path, identity_of

@@ -1,4 +1,4 @@
-"""Exponential backoff with jitter for reconnecting to the API server."""
+"""Exponential backoff with jitter, for every source that reconnects to an endpoint."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ __all__ = ["Backoff"]
 
 class Backoff:
     """Waits initial, 2x, 4x, ... up to a cap; each wait is drawn from its upper half, so
-    watchers that failed together spread out (jitter) and none waits less than half the
+    clients that failed together spread out (jitter) and none waits less than half the
     step (no hot loop however unlucky the draw)."""
 
     def __init__(self, *, initial_s: float, max_s: float, rng: random.Random) -> None:
