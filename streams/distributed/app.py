@@ -25,7 +25,7 @@ topic with the reason and its offset, and the agent goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -231,9 +231,23 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         wm, ready = buf.ready()
         return buf, wm, ready
 
-    def still_mine(stage: str, p: int, buf: Reorder[Any]) -> bool:
-        """False once the partition was revoked (mid-release): its next owner redoes the rest."""
-        return buffers.get((stage, p)) is buf
+    async def release(
+        stream: Any,
+        stage: str,
+        p: int,
+        buf: Reorder[Any],
+        ready: list[tuple[OrderKey, Any]],
+        apply: Callable[[OrderKey, Any], Awaitable[None]],
+    ) -> bool:
+        """Apply released items in order, acknowledging each; False when the partition was
+        revoked meanwhile (its next owner redoes the rest, so no mark may be written)."""
+        for order, (ev, item) in ready:
+            if buffers.get((stage, p)) is not buf:
+                return False
+            await apply(order, item)
+            await stream.ack(ev)
+        counters["released"] += len(ready)
+        return True
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
         revoked = args[0] if args else kwargs.get("revoked", ())
@@ -325,6 +339,11 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
             o = None if order is None else order._replace(rank=0, sub=sub)
             await bindings_out.send(key=b.node.encode(), value=encode(b, order=o))
 
+    async def task_event(order: OrderKey, env: Any) -> None:
+        pl = env.payload
+        if not (isinstance(pl, SchedulingEvent) and not pl.event.pod_name):
+            await task_apply(pl, env.key, env.event_time, order)
+
     @app.agent(task_in)
     async def task_agent(stream: Any) -> AsyncIterator[None]:
         s = stream.noack()
@@ -354,17 +373,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
                 continue
             if isinstance(item, SourceProgress):
                 buf, wm, ready = await progressed(s, "tasks", p, tasks, event, item)
-                if wm is None:
-                    continue
-                for order, (ev, env) in ready:
-                    if not still_mine("tasks", p, buf):
-                        break
-                    pl = env.payload
-                    if not (isinstance(pl, SchedulingEvent) and not pl.event.pod_name):
-                        await task_apply(pl, env.key, env.event_time, order)
-                    await s.ack(ev)
-                else:
-                    counters["released"] += len(ready)
+                if wm is not None and await release(s, "tasks", p, buf, ready, task_event):
                     tasks[released_key(p)] = wm.isoformat().encode()
                     await report("tasks", p, wm)
                 continue
@@ -394,6 +403,10 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
             await deltas_out.send(key=node.encode(), value=encode(u, order=o))
         for pk in peaks:
             await peaks_out.send(key=pk.key.encode(), value=encode(pk, order=None))
+
+    async def node_entry(order: OrderKey, entry: Any) -> None:
+        node, item, at = entry
+        await node_apply(node, item, at, order)
 
     @app.agent(node_in)
     async def node_agent(stream: Any) -> AsyncIterator[None]:
@@ -435,15 +448,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
                 continue
             if progress is not None:
                 buf, wm, ready = await progressed(s, "nodes", p, node_states, event, progress)
-                if wm is None:
-                    continue
-                for order, (ev, (node, it, at)) in ready:
-                    if not still_mine("nodes", p, buf):
-                        break
-                    await node_apply(node, it, at, order)
-                    await s.ack(ev)
-                else:
-                    counters["released"] += len(ready)
+                if wm is not None and await release(s, "nodes", p, buf, ready, node_entry):
                     node_states[released_key(p)] = wm.isoformat().encode()
                     await report("nodes", p, wm)
                 continue
@@ -505,6 +510,12 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         else:
             cluster[k] = profile.model_dump_json().encode()
 
+    async def cluster_delta(order: OrderKey, delta: Any) -> None:
+        ia = instants()
+        delta = keep_peak(ia, delta)
+        remember(delta)
+        await publish_signals(ia.add(order, delta))
+
     @app.agent(cluster_in)
     async def cluster_agent(stream: Any) -> AsyncIterator[None]:
         s = stream.noack()
@@ -525,18 +536,8 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
             ia = instants()
             if isinstance(decoded, SourceProgress):
                 buf, wm, ready = await progressed(s, "cluster", 0, cluster, event, decoded)
-                if wm is None:
-                    continue
-                for o, (ev, d) in ready:
-                    if not still_mine("cluster", 0, buf):
-                        break
-                    d = keep_peak(ia, d)
-                    remember(d)
-                    await publish_signals(ia.add(o, d))
-                    await s.ack(ev)
-                else:
+                if wm is not None and await release(s, "cluster", 0, buf, ready, cluster_delta):
                     await publish_signals(ia.release(wm))
-                    counters["released"] += len(ready)
                     cluster[b"~meta"] = orjson.dumps(ia.analysis.clock_state())
                     cluster[released_key(0)] = wm.isoformat().encode()
                 continue
