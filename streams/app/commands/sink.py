@@ -8,10 +8,10 @@ import signal
 from datetime import UTC, datetime
 from typing import Annotated
 
-import orjson
 import typer
 from aiokafka import AIOKafkaConsumer
 
+from connectors.clickhouse.rows import Row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from models import StoreSettings
@@ -19,6 +19,7 @@ from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import BootstrapOption, PrefixOption, StoreOption
+from streams.app.runs import run_row
 from streams.app.topic_sink import TopicSink
 from streams.distributed import topics
 
@@ -50,21 +51,18 @@ def sink(
     )
 
 
-def _run_row(
-    run_id: str, bus: Bus, group: str, *, status: str, started: datetime
-) -> dict[str, object]:
-    return {
-        "run_id": run_id,
-        "started_at": started,
-        "updated_at": datetime.now(UTC),
-        "status": status,
-        "source": f"kafka:{bus.bootstrap}/{bus.prefix}",
-        "mode": "live",
-        "policy": "",
-        "seed": 0,
-        "params": orjson.dumps({"group": group}).decode(),
-        "summary": "{}",
-    }
+def _run_row(run_id: str, bus: Bus, group: str, *, status: str, started: datetime) -> Row:
+    return run_row(
+        run_id,
+        status=status,
+        started=started,
+        source=f"kafka:{bus.bootstrap}/{bus.prefix}",
+        mode="live",
+        policy="",
+        seed=0,
+        params={"group": group},
+        summary={},
+    )
 
 
 async def _run(
