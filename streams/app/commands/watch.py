@@ -13,23 +13,21 @@ import contextlib
 import logging
 import socket
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from aiokafka.errors import KafkaError
-from kubernetes_asyncio.config import ConfigException
 from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 
-from connectors.kafka.live import LiveMetrics
 from models import GpufragSettings, StoreSettings
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import store_settings
-from streams.app.live.sources import SourcePlan, build_sources
-from streams.app.live.to_kafka import watch_to_kafka
-from streams.app.live.to_store import watch_to_store
 from streams.app.options import BootstrapOption, PrefixOption
+
+if TYPE_CHECKING:
+    from streams.app.live.sources import SourcePlan
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +112,12 @@ def watch(
     kind = bus or BusKind(settings.watch.bus)
     if kind is BusKind.KAFKA and store is not None:
         raise typer.BadParameter("--store is for --bus embedded", param_hint="--store")
+    # the sources' libraries (kubernetes-asyncio, grpc) load when watch runs, not with every
+    # other command
+    from kubernetes_asyncio.config import ConfigException
+
+    from streams.app.live.sources import SourcePlan
+
     plan = SourcePlan(
         kube=kube,
         dcgm=urls,
@@ -164,6 +168,11 @@ async def _watch(
     registry: CollectorRegistry,
     duration_s: float | None,
 ) -> int:
+    from connectors.kafka.live import LiveMetrics
+    from streams.app.live.sources import build_sources
+    from streams.app.live.to_kafka import watch_to_kafka
+    from streams.app.live.to_store import watch_to_store
+
     console = Console(stderr=True)
     stop = asyncio.Event()
     async with contextlib.AsyncExitStack() as stack:

@@ -17,7 +17,9 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from connectors.dcgm import DcgmScraper, Endpoint, KubeExporterDiscovery
+from connectors.dcgm import Endpoint
+from connectors.dcgm.kube_discovery import KubeExporterDiscovery
+from connectors.dcgm.scraper import DcgmScraper
 from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NvmlSampler
 from connectors.kafka.live import Emit, LiveMetrics, LiveStage, LiveStream, PublisherOutlet

@@ -23,8 +23,14 @@ from kubernetes_asyncio.client import (
 from kubernetes_asyncio.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry
 
-from connectors.dcgm import DcgmScraper, Endpoint, KubeExporterDiscovery
-from connectors.dcgm.kube_discovery import CHART_SELECTOR, OPERATOR_SELECTOR, pod_endpoint
+from connectors.dcgm import Endpoint
+from connectors.dcgm.kube_discovery import (
+    CHART_SELECTOR,
+    OPERATOR_SELECTOR,
+    KubeExporterDiscovery,
+    pod_endpoint,
+)
+from connectors.dcgm.scraper import DcgmScraper
 from models import Envelope, GpuSampleEvent
 from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.connectors.dcgm.helpers import page

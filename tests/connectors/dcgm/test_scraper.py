@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from connectors.dcgm import DcgmScraper, Endpoint
+from connectors.dcgm import Endpoint
+from connectors.dcgm.scraper import DcgmScraper
 from models import Envelope, GpuSampleEvent
 from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
 from tests.connectors.dcgm.helpers import page
