@@ -26,6 +26,7 @@ from models.resources import ResourceRequest
 from models.scheduler import SchedulerEvent
 from models.settings import (
     AnalysisSettings,
+    DetectorSettings,
     GpufragSettings,
     KubeResource,
     KubeSettings,
@@ -52,6 +53,7 @@ __all__ = [
     "ActionMode",
     "ActionOutcome",
     "AnalysisSettings",
+    "DetectorSettings",
     "Envelope",
     "EventKind",
     "Frozen",

@@ -16,13 +16,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = [
     "AnalysisSettings",
     "DcgmSettings",
+    "DetectorSettings",
+    "FragmentationSettings",
     "GpufragSettings",
     "KafkaSettings",
     "KubeResource",
     "KubeSettings",
     "NvmlSettings",
     "StoreSettings",
+    "StrandedGpusSettings",
     "TraceSettings",
+    "UnplaceablePendingSettings",
     "WatchSettings",
 ]
 
@@ -32,21 +36,47 @@ class _Group(BaseModel):
 
 
 class AnalysisSettings(_Group):
+    """The cluster view every detector reads: capacity, tasks and the typical pods."""
+
     coverage: Annotated[float, Field(gt=0, le=1)] = 0.95
     """Share of observed pods the typical pod shapes must cover (the FGD paper uses 0.95)."""
     typical_refresh_s: Annotated[float, Field(ge=0)] = 600.0
     """Event-time seconds between rebuilds of the typical pods from the observed workload;
     each rebuild rescans every node, so it is rate-limited rather than done per pod."""
-    evaluate_every_s: Annotated[float, Field(ge=0)] = 30.0
-    """Event-time seconds between evaluations of pending pods against all nodes."""
-    frag_ratio_open_pct: Annotated[float, Field(ge=0, le=100)] = 40.0
-    """Cluster fragmentation signal opens when this % of idle GPU is fragment..."""
-    frag_ratio_resolve_pct: Annotated[float, Field(ge=0, le=100)] = 30.0
+
+
+class StrandedGpusSettings(_Group):
+    enabled: bool = True
+    """Signal nodes whose idle GPUs no typical GPU pod can use for lack of CPU or memory."""
+
+
+class FragmentationSettings(_Group):
+    enabled: bool = True
+    """Signal when much of the cluster's idle GPU is fragment for the typical pods."""
+    ratio_open_pct: Annotated[float, Field(ge=0, le=100)] = 40.0
+    """The signal opens when this % of idle GPU is fragment..."""
+    ratio_resolve_pct: Annotated[float, Field(ge=0, le=100)] = 30.0
     """...and resolves below this %, so a value hovering at the threshold does not flap."""
     min_idle_gpus: Annotated[float, Field(ge=0)] = 1.0
-    """No cluster fragmentation signal while fewer whole GPUs than this are idle."""
+    """No signal while fewer whole GPUs than this are idle."""
+
+
+class UnplaceablePendingSettings(_Group):
+    enabled: bool = True
+    """Signal pending pods and gangs that fit the cluster's free total but no node."""
+    evaluate_every_s: Annotated[float, Field(ge=0)] = 30.0
+    """Event-time seconds between evaluations of pending pods against all nodes (each one
+    checks every node, so it is rate-limited rather than done per event)."""
     near_miss_nodes: Annotated[int, Field(ge=0, le=50)] = 3
     """How many closest nodes a pending-pod explanation names."""
+
+
+class DetectorSettings(_Group):
+    """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
+
+    stranded_gpus: StrandedGpusSettings = StrandedGpusSettings()
+    fragmentation: FragmentationSettings = FragmentationSettings()
+    unplaceable_pending: UnplaceablePendingSettings = UnplaceablePendingSettings()
 
 
 class TraceSettings(_Group):
@@ -226,6 +256,7 @@ class GpufragSettings(BaseSettings):
     )
 
     analysis: AnalysisSettings = AnalysisSettings()
+    detectors: DetectorSettings = DetectorSettings()
     trace: TraceSettings = TraceSettings()
     store: StoreSettings = StoreSettings()
     kafka: KafkaSettings = KafkaSettings()

@@ -23,12 +23,15 @@ from models import (
     TaskProfile,
     to_json,
 )
+from models.analysis import ClusterFragmentation, Explanation
 
 __all__ = [
     "EPOCH",
     "Row",
     "action_row",
+    "cluster_row",
     "event_row",
+    "explanation_row",
     "gpu_sample_row",
     "json_text",
     "node_profile_row",
@@ -245,4 +248,48 @@ def action_row(run_id: str, action: Action) -> Row:
         "reason": action.reason,
         "evidence": json_text(action.evidence),
         "created_at": action.created_at,
+    }
+
+
+def explanation_row(
+    run_id: str, key: str, exp: Explanation, task: TaskProfile, at: datetime
+) -> Row:
+    r = task.requests
+    return {
+        "run_id": run_id,
+        "ts": at,
+        "pod": key,
+        "namespace": key.split("/", 1)[0],
+        "queue": task.queue,
+        "gpu_count": r.gpu_count,
+        "gpu_milli": r.gpu_milli,
+        "cpu_milli": r.cpu_milli,
+        "memory_mib": r.memory_mib,
+        "fits_cluster_total": int(exp.fits_cluster_total),
+        "fits_some_node": int(exp.fits_some_node),
+        "unplaceable": int(exp.unplaceable),
+        "reasons": {reason.value: n for reason, n in exp.blocking},
+        "near_misses": orjson.dumps(exp.evidence()["near_misses"]).decode(),
+        "nodes_checked": exp.nodes_checked,
+    }
+
+
+def cluster_row(
+    run_id: str, snap: ClusterFragmentation, at: datetime, arrived_pct: float | None
+) -> Row:
+    return {
+        "run_id": run_id,
+        "ts": at,
+        "nodes": snap.nodes,
+        "capacity_gpus": snap.capacity_gpus,
+        "idle_gpus": snap.idle_gpus,
+        "frag_gpus": snap.frag_gpus,
+        "frag_amount_pct": snap.frag_amount_pct,
+        "frag_ratio_pct": snap.frag_ratio_pct,
+        "alloc_pct": snap.alloc_pct,
+        "arrived_pct": arrived_pct,
+        "typical_pods": snap.typical_pods,
+        "pending_pods": snap.pending_pods,
+        "unplaceable_pods": snap.unplaceable_pods,
+        "stranded_nodes": snap.stranded_nodes,
     }

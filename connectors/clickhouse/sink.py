@@ -21,26 +21,32 @@ Writes are idempotent without ids invented here: rows are pure functions of the 
 every table is a ReplacingMergeTree keyed on them, so a batch written twice (a retry after a
 reply was lost, or spooled rows re-sent after a stop that timed out mid-insert) collapses to
 one row per key. The dead letter's id is a hash of the table and the row for the same reason.
+
+The dead letters and the store-or-rows test live in ``dead_letter`` (re-exported here, where
+callers import them from), the buffers in ``sink_buffer`` and the metrics in ``sink_metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
+from connectors.clickhouse.dead_letter import (
+    DEAD_LETTER_TABLE,
+    dead_letter_row,
+    is_store_side_error,
+)
 from connectors.clickhouse.dsn import StoreError, check_identifier, default_spool_dir
+from connectors.clickhouse.sink_buffer import BufferedRow, TableBuffer
+from connectors.clickhouse.sink_metrics import SinkMetrics
 from connectors.clickhouse.spool import read_spool, write_spool
 from connectors.clickhouse.store import Store
 from models.settings import StoreSettings
@@ -49,110 +55,7 @@ __all__ = ["DEAD_LETTER_TABLE", "ClickHouseSink", "dead_letter_row", "is_store_s
 
 log = logging.getLogger(__name__)
 
-DEAD_LETTER_TABLE = "dead_letter"
-
 _State = Literal["new", "running", "stopping", "stopped"]
-
-
-def _row_json(row: Mapping[str, object]) -> str:
-    return orjson.dumps(
-        dict(row), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr
-    ).decode()
-
-
-# Errors about the store's state, never about the rows: the probe's query may well succeed
-# while these last, and splitting or dead-lettering would misfile good rows. ClickHouse names
-# the error in parentheses at the end of its message. "Too many parts" (merges lagging) is
-# matched by text: the same code also covers "Too many partitions for single INSERT block",
-# which is the batch's fault and is cured by splitting it.
-_STORE_SIDE_ERRORS = (
-    "(READONLY)",
-    "(TABLE_IS_READ_ONLY)",
-    "(NOT_ENOUGH_SPACE)",
-    "(TOO_MANY_SIMULTANEOUS_QUERIES)",
-    "(TIMEOUT_EXCEEDED)",
-    "(SOCKET_TIMEOUT)",
-    "(NETWORK_ERROR)",
-    "(ALL_CONNECTION_TRIES_FAILED)",
-    "Too many parts (",
-)
-
-
-def is_store_side_error(message: str) -> bool:
-    """True for errors that say the store cannot take writes now, whatever the rows."""
-    return any(marker in message for marker in _STORE_SIDE_ERRORS)
-
-
-def dead_letter_row(table: str, row: Mapping[str, object], reason: str) -> dict[str, object]:
-    """The ``dead_letter`` row for ``row`` of ``table``: its id depends only on the table and
-    the row, so writing the same dead letter twice leaves one row."""
-    text = _row_json(row)
-    digest = hashlib.sha1(f"{table}\x1f{text}".encode(), usedforsecurity=False).hexdigest()
-    return {
-        "id": digest,
-        "ts": datetime.now(UTC),
-        "target": table,
-        "reason": reason,
-        "row": text,
-    }
-
-
-@dataclass(slots=True)
-class _Item:
-    row: dict[str, object]
-    arrived: float
-    """Monotonic time it was buffered: the flush interval counts from the oldest row."""
-    origin: Path | None = None
-    """The spool file it was reloaded from; the file is removed once all its rows are out."""
-
-
-class _Buffer:
-    def __init__(self) -> None:
-        self.items: list[_Item] = []
-        self.lock = asyncio.Lock()
-        """Held while the head batch is written, so the background writer and flush() never
-        send the same rows twice."""
-        self.wake = asyncio.Event()
-        self.appended = 0
-        self.done = 0
-        self.task: asyncio.Task[None] | None = None
-
-
-class _Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.written = Counter(
-            "gpufrag_sink_rows_written_total",
-            "Rows stored in the history store, by table.",
-            ["table"],
-            registry=registry,
-        )
-        self.dead_lettered = Counter(
-            "gpufrag_sink_rows_dead_lettered_total",
-            "Rows that could not be written and went to the dead_letter table, by table.",
-            ["table"],
-            registry=registry,
-        )
-        self.insert_errors = Counter(
-            "gpufrag_sink_insert_errors_total",
-            "Failed insert attempts, by table.",
-            ["table"],
-            registry=registry,
-        )
-        self.retries = Counter(
-            "gpufrag_sink_retries_total",
-            "Inserts retried after a backoff wait.",
-            registry=registry,
-        )
-        self.buffered = Gauge(
-            "gpufrag_sink_buffered_rows",
-            "Rows held in memory, not yet stored or dead-lettered.",
-            registry=registry,
-        )
-        self.last_success = Gauge(
-            "gpufrag_sink_last_success_timestamp_seconds",
-            "Unix time of the last successful insert.",
-            registry=registry,
-        )
 
 
 class ClickHouseSink:
@@ -167,11 +70,11 @@ class ClickHouseSink:
     ) -> None:
         self._store_factory = store_factory
         self._settings = settings
-        self._metrics = _Metrics(registry if registry is not None else CollectorRegistry())
+        self._metrics = SinkMetrics(registry if registry is not None else CollectorRegistry())
         self._store: Store | None = None
         self._spool_dir: Path | None = None
         self._state: _State = "new"
-        self._buffers: dict[str, _Buffer] = {}
+        self._buffers: dict[str, TableBuffer] = {}
         self._buffered = 0
         self._space = asyncio.Condition()
         self._origins: dict[Path, int] = {}
@@ -340,18 +243,18 @@ class ClickHouseSink:
             return
         buffer = self._buffers.get(table)
         if buffer is None:
-            buffer = self._buffers[table] = _Buffer()
+            buffer = self._buffers[table] = TableBuffer()
             buffer.task = asyncio.create_task(
                 self._background(table, buffer), name=f"clickhouse-sink:{table}"
             )
         now = time.monotonic()
-        buffer.items.extend(_Item(row=row, arrived=now, origin=origin) for row in rows)
+        buffer.items.extend(BufferedRow(row=row, arrived=now, origin=origin) for row in rows)
         buffer.appended += len(rows)
         self._buffered += len(rows)
         self._metrics.buffered.set(self._buffered)
         buffer.wake.set()
 
-    async def _release(self, taken: list[_Item]) -> None:
+    async def _release(self, taken: list[BufferedRow]) -> None:
         self._buffered -= len(taken)
         self._metrics.buffered.set(self._buffered)
         for item in taken:
@@ -367,7 +270,7 @@ class ClickHouseSink:
         async with self._space:
             self._space.notify_all()
 
-    async def _background(self, table: str, buffer: _Buffer) -> None:
+    async def _background(self, table: str, buffer: TableBuffer) -> None:
         """Write the head batch when it is full or its oldest row has waited flush_interval_s."""
         batch_rows = self._settings.batch_rows
         interval = self._settings.flush_interval_s
@@ -387,12 +290,12 @@ class ClickHouseSink:
                 log.exception("writing %s failed unexpectedly; retrying", table)
                 await asyncio.sleep(self._settings.retry_max_s)
 
-    async def _flush_table(self, table: str, buffer: _Buffer) -> None:
+    async def _flush_table(self, table: str, buffer: TableBuffer) -> None:
         target = buffer.appended
         while buffer.done < target and buffer.items:
             await self._write_head(table, buffer)
 
-    async def _write_head(self, table: str, buffer: _Buffer) -> None:
+    async def _write_head(self, table: str, buffer: TableBuffer) -> None:
         async with buffer.lock:
             if not buffer.items:
                 return

@@ -1,7 +1,7 @@
 """Paths to the trace files shipped inside the package.
 
-Tests and demos need a real trace without a network or a checkout of
-/work/shared; importlib.resources keeps this working from a wheel too.
+Tests and demos need a real trace without a network or anything outside the package;
+importlib.resources keeps this working from a wheel too.
 """
 
 from __future__ import annotations

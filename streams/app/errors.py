@@ -10,9 +10,9 @@ import typer
 from connectors.clickhouse.dsn import StoreError
 from connectors.trace.alibaba_csv import TraceFormatError
 from connectors.trace.published import PublishedResultsError
-from connectors.trace.simulated_cluster import TraceReplayError
 from streams.app.named_queries import QueryError
 from streams.placement.experiment import ProtocolError
+from streams.simulation.cluster import TraceReplayError
 
 EXIT_USAGE = 2
 

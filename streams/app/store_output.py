@@ -5,67 +5,21 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-import orjson
-
 from connectors.clickhouse.rows import (
+    Row,
+    cluster_row,
     event_row,
+    explanation_row,
     gpu_sample_row,
     node_profile_row,
     signal_row,
     task_profile_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
-from models import GpuSampleEvent, PodEvent, TaskProfile, to_json
-from streams.fragmentation.analysis import ClusterFragmentation
-from streams.fragmentation.pending import Explanation
+from models import GpuSampleEvent, PodEvent, Signal, to_json
+from models.analysis import ClusterFragmentation, InstantReport
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from streams.runner.embedded import Emission, Failure
-
-Row = dict[str, object]
-
-
-def explanation_row(
-    run_id: str, key: str, exp: Explanation, task: TaskProfile, at: datetime
-) -> Row:
-    r = task.requests
-    return {
-        "run_id": run_id,
-        "ts": at,
-        "pod": key,
-        "namespace": key.split("/", 1)[0],
-        "queue": task.queue,
-        "gpu_count": r.gpu_count,
-        "gpu_milli": r.gpu_milli,
-        "cpu_milli": r.cpu_milli,
-        "memory_mib": r.memory_mib,
-        "fits_cluster_total": int(exp.fits_cluster_total),
-        "fits_some_node": int(exp.fits_some_node),
-        "unplaceable": int(exp.unplaceable),
-        "reasons": {reason.value: n for reason, n in exp.blocking},
-        "near_misses": orjson.dumps(exp.evidence()["near_misses"]).decode(),
-        "nodes_checked": exp.nodes_checked,
-    }
-
-
-def cluster_row(
-    run_id: str, snap: ClusterFragmentation, at: datetime, arrived_pct: float | None
-) -> Row:
-    return {
-        "run_id": run_id,
-        "ts": at,
-        "nodes": snap.nodes,
-        "capacity_gpus": snap.capacity_gpus,
-        "idle_gpus": snap.idle_gpus,
-        "frag_gpus": snap.frag_gpus,
-        "frag_amount_pct": snap.frag_amount_pct,
-        "frag_ratio_pct": snap.frag_ratio_pct,
-        "alloc_pct": snap.alloc_pct,
-        "arrived_pct": arrived_pct,
-        "typical_pods": snap.typical_pods,
-        "pending_pods": snap.pending_pods,
-        "unplaceable_pods": snap.unplaceable_pods,
-        "stranded_nodes": snap.stranded_nodes,
-    }
 
 
 class StoreOutput:
@@ -87,48 +41,61 @@ class StoreOutput:
         return self._arrived_milli / (snap.capacity_gpus * 1000.0) * 100.0
 
     async def emit(self, item: Emission) -> None:
-        run = self.run_id
         batches: dict[str, list[Row]] = {}
-
-        def add(table: str, row: Row) -> None:
-            batches.setdefault(table, []).append(row)
-
-        if item.snapshot is not None:
-            at, snap = item.snapshot
-            add("cluster_frag", cluster_row(run, snap, at, self._arrived_pct(snap)))
-        env = item.env
-        if env is not None:
-            add("events", event_row(run, env, ingested_at=datetime.now(UTC)))
-            if isinstance(env.payload, GpuSampleEvent):
-                add("gpu_samples", gpu_sample_row(run, env))
-            p = env.payload
-            if (
-                isinstance(p, PodEvent)
-                and p.change == "upsert"
-                and p.pod.key not in self._seen_pods
-            ):
-                self._seen_pods.add(p.pod.key)
-                self._arrived_milli += p.pod.requests.total_gpu_milli
-        for u in item.updates:
-            self._seq += 1
-            if isinstance(u, NodeProfileUpdate):
-                add(
-                    "node_profiles",
-                    node_profile_row(run, u.name, u.profile, at=u.at, seq=self._seq),
-                )
-            elif isinstance(u, TaskProfileUpdate):
-                add(
-                    "task_profiles", task_profile_row(run, u.key, u.profile, at=u.at, seq=self._seq)
-                )
-        for s in item.signals:
-            add("signals", signal_row(run, s))
-            per_kind = self.signal_counts.setdefault(s.kind.value, {})
-            per_kind[s.state] = per_kind.get(s.state, 0) + 1
-        if item.explanations is not None:
-            for key, (exp, task) in sorted(item.explanations.items()):
-                add("pending_explanations", explanation_row(run, key, exp, task, item.at))
+        if item.env is not None:
+            self._event_rows(item, batches)
+        for out in item.outputs:
+            for table, row in self._rows_of(out):
+                batches.setdefault(table, []).append(row)
         for table, rows in batches.items():
             await self.sink.write(table, rows)
+
+    def _event_rows(self, item: Emission, batches: dict[str, list[Row]]) -> None:
+        env = item.env
+        assert env is not None
+        batches.setdefault("events", []).append(
+            event_row(self.run_id, env, ingested_at=datetime.now(UTC))
+        )
+        p = env.payload
+        if isinstance(p, GpuSampleEvent):
+            batches.setdefault("gpu_samples", []).append(gpu_sample_row(self.run_id, env))
+        if isinstance(p, PodEvent) and p.change == "upsert" and p.pod.key not in self._seen_pods:
+            self._seen_pods.add(p.pod.key)
+            self._arrived_milli += p.pod.requests.total_gpu_milli
+
+    def _rows_of(self, out: object) -> list[tuple[str, Row]]:
+        run = self.run_id
+        if isinstance(out, NodeProfileUpdate):
+            self._seq += 1
+            return [
+                (
+                    "node_profiles",
+                    node_profile_row(run, out.name, out.profile, at=out.at, seq=self._seq),
+                )
+            ]
+        if isinstance(out, TaskProfileUpdate):
+            self._seq += 1
+            return [
+                (
+                    "task_profiles",
+                    task_profile_row(run, out.key, out.profile, at=out.at, seq=self._seq),
+                )
+            ]
+        if isinstance(out, Signal):
+            per_kind = self.signal_counts.setdefault(out.kind.value, {})
+            per_kind[out.state] = per_kind.get(out.state, 0) + 1
+            return [("signals", signal_row(run, out))]
+        if isinstance(out, InstantReport):
+            rows = [
+                (
+                    "cluster_frag",
+                    cluster_row(run, out.summary, out.at, self._arrived_pct(out.summary)),
+                )
+            ]
+            for key, (exp, task) in sorted((out.explanations or {}).items()):
+                rows.append(("pending_explanations", explanation_row(run, key, exp, task, out.at)))
+            return rows
+        return []
 
     async def dead_letter(self, failure: Failure) -> None:
         payload = to_json(failure.env).decode()
@@ -145,10 +112,3 @@ class StoreOutput:
                 }
             ],
         )
-
-    async def final(self, snapshot: tuple[datetime, ClusterFragmentation] | None) -> None:
-        if snapshot is not None:
-            at, snap = snapshot
-            await self.sink.write(
-                "cluster_frag", [cluster_row(self.run_id, snap, at, self._arrived_pct(snap))]
-            )

@@ -13,14 +13,12 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from models import Envelope, Node, NodeProfile, TaskProfile, from_json
+from models import Envelope, NodeProfile, TaskProfile, from_json
 from models.progress import SourceProgress
-from streams.fragmentation.instants import OrderKey
+from streams.instants import OrderKey
 from streams.profiles.join import (
     Binding,
-    GpuTelemetry,
     NodeProfileUpdate,
-    NodeState,
     PeakReport,
     TaskProfileUpdate,
 )
@@ -163,29 +161,4 @@ def dead_letter(*, reason: str, topic: str, partition: int, offset: int, raw: by
             "value": text,
             "value_b64": None if text is not None else base64.b64encode(raw).decode(),
         }
-    )
-
-
-def encode_node_state(st: NodeState) -> bytes:
-    return orjson.dumps(
-        {
-            "v": VERSION,
-            "node": None if st.node is None else st.node.model_dump(mode="json"),
-            "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
-            "telemetry": {
-                str(i): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
-                for i, t in st.telemetry.items()
-            },
-            "profile": _dump(st.profile),
-        }
-    )
-
-
-def decode_node_state(data: bytes) -> NodeState:
-    body = orjson.loads(data)
-    return NodeState(
-        node=None if body["node"] is None else Node.model_validate(body["node"]),
-        bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
-        telemetry={int(i): GpuTelemetry(*t) for i, t in body["telemetry"].items()},
-        profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
     )

@@ -24,7 +24,7 @@ import orjson
 
 from models import EventKind
 from models.progress import SourceProgress
-from streams.fragmentation.instants import OrderKey
+from streams.instants import OrderKey
 
 T = TypeVar("T")
 

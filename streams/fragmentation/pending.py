@@ -9,64 +9,12 @@ are named with what they lack.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
 from models import ResourceRequest, TaskProfile, Toleration
+from models.analysis import BlockReason, Explanation, NearMiss
 from streams.fragmentation.capacity import BoolArray, CapacityIndex, IntArray
-
-
-class BlockReason(StrEnum):
-    UNSCHEDULABLE = "unschedulable"
-    TAINT = "taint"
-    GPU_MODEL = "gpu_model"
-    CPU = "cpu"
-    MEMORY = "memory"
-    GPU_COUNT = "gpu_count"  # not enough cards on the node
-    GPU_SHARE = "gpu_share"  # enough free GPU on the node, but split across cards
-
-
-@dataclass(frozen=True, slots=True)
-class NearMiss:
-    node: str
-    reasons: tuple[BlockReason, ...]
-    missing_cpu_milli: int
-    missing_memory_mib: int
-    missing_gpus: int  # cards with room the node lacks
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """A pending request checked against the whole cluster."""
-
-    fits_cluster_total: bool  # the free totals would cover it
-    fits_some_node: bool
-    blocking: tuple[tuple[BlockReason, int], ...]  # (reason, nodes), most common first
-    near_misses: tuple[NearMiss, ...]
-    nodes_checked: int
-
-    @property
-    def unplaceable(self) -> bool:
-        """The fragmentation case: enough free in total, no node that can take it."""
-        return self.fits_cluster_total and not self.fits_some_node
-
-    def evidence(self) -> dict[str, object]:
-        return {
-            "fits_cluster_total": self.fits_cluster_total,
-            "nodes_checked": self.nodes_checked,
-            "blocking": {r.value: n for r, n in self.blocking},
-            "near_misses": [
-                {
-                    "node": m.node,
-                    "reasons": [r.value for r in m.reasons],
-                    "missing_cpu_milli": m.missing_cpu_milli,
-                    "missing_memory_mib": m.missing_memory_mib,
-                    "missing_gpus": m.missing_gpus,
-                }
-                for m in self.near_misses
-            ],
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
-"""The profile join operator: plain state, event time only, outputs listed explicitly.
+"""The profile join's steps: one pod's or one node's input folded into its state.
 
-It keeps the latest node objects, a task profile per pod, and the latest GPU telemetry per card,
-and re-derives a node's profile from those whenever any of them changes. The derivation is a
-pure function (``node_profile``), so a profile after any event sequence equals the profile
-computed from scratch from the final objects.
+The join keeps the latest node objects, a task profile per pod, and the latest GPU telemetry
+per card, and re-derives a node's profile from those whenever any of them changes. The
+derivation is a pure function (``node_profile``), so a profile after any event sequence equals
+the profile computed from scratch from the final objects.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import orjson
+
 from models import (
-    Envelope,
     GpuSample,
-    GpuSampleEvent,
     GpuState,
     Node,
     NodeEvent,
@@ -22,10 +22,8 @@ from models import (
     Pod,
     PodEvent,
     PodPhase,
-    QueueEvent,
     SchedulingEvent,
     TaskProfile,
-    key_of,
 )
 from streams.profiles.gpus import free_per_gpu
 
@@ -267,71 +265,34 @@ def task_step(
     return new, [TaskProfileUpdate(key, new, at)], binds
 
 
-class ProfileJoin:
-    """Both halves of the join in one process (the embedded runner); the distributed runner
-    hosts ``task_step`` and ``node_step`` on pod- and node-keyed agents instead."""
+STATE_VERSION = 1
 
-    def __init__(self) -> None:
-        self.tasks: dict[str, TaskProfile] = {}
-        self.node_states: dict[str, NodeState] = {}
-        self.watermark: datetime | None = None
 
-    @property
-    def node_profiles(self) -> dict[str, NodeProfile]:
-        return {n: st.profile for n, st in self.node_states.items() if st.profile is not None}
+def _json_of(model: TaskProfile | NodeProfile | Node | None) -> object:
+    return None if model is None else model.model_dump(mode="json")
 
-    def apply(self, env: Envelope) -> list[ProfileUpdate]:
-        at = env.event_time
-        if self.watermark is None or at > self.watermark:
-            self.watermark = at
-        payload = env.payload
-        if isinstance(payload, NodeEvent):
-            return list(self._node(payload.node.name, payload, at)[0])
-        if isinstance(payload, GpuSampleEvent):
-            node_out, peaks = self._node(payload.sample.node, payload.sample, at)
-            out: list[ProfileUpdate] = []
-            for peak in peaks:
-                out += self._task(peak.key, peak, at)
-            return out + list(node_out)
-        if isinstance(payload, PodEvent):
-            return self._task(payload.pod.key, payload, at)
-        if isinstance(payload, SchedulingEvent):
-            if not payload.event.pod_name:
-                return []  # node- or cluster-scoped: nothing about a task
-            return self._task(key_of(payload), payload, at, event_id=env.id)
-        if isinstance(payload, QueueEvent):
-            return []  # quotas and queues: kept in the history, no profile yet
-        raise TypeError(f"unhandled payload {type(payload).__name__}")
 
-    def advance(self, event_time: datetime) -> list[ProfileUpdate]:
-        """Profiles change only with events; time alone emits nothing."""
-        if self.watermark is None or event_time > self.watermark:
-            self.watermark = event_time
-        return []
+def encode_node_state(st: NodeState) -> bytes:
+    """One node's state as the node-keyed half snapshots it (a Faust table value)."""
+    return orjson.dumps(
+        {
+            "v": STATE_VERSION,
+            "node": _json_of(st.node),
+            "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
+            "telemetry": {
+                str(i): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
+                for i, t in st.telemetry.items()
+            },
+            "profile": _json_of(st.profile),
+        }
+    )
 
-    def _node(
-        self, name: str, item: NodeEvent | GpuSample | Binding, at: datetime
-    ) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
-        st = self.node_states.setdefault(name, NodeState())
-        result = node_step(name, st, item, at)
-        if st.empty and st.profile is None:
-            del self.node_states[name]
-        return result
 
-    def _task(
-        self,
-        key: str,
-        item: PodEvent | SchedulingEvent | PeakReport,
-        at: datetime,
-        *,
-        event_id: str | None = None,
-    ) -> list[ProfileUpdate]:
-        new, updates, binds = task_step(key, self.tasks.get(key), item, at, event_id=event_id)
-        if new is None:
-            self.tasks.pop(key, None)
-        else:
-            self.tasks[key] = new
-        out: list[ProfileUpdate] = list(updates)
-        for b in binds:
-            out += self._node(b.node, b, at)[0]
-        return out
+def decode_node_state(data: bytes) -> NodeState:
+    body = orjson.loads(data)
+    return NodeState(
+        node=None if body["node"] is None else Node.model_validate(body["node"]),
+        bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
+        telemetry={int(i): GpuTelemetry(*t) for i, t in body["telemetry"].items()},
+        profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
+    )

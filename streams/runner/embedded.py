@@ -1,6 +1,9 @@
-"""The embedded runner: the core operators on bounded asyncio queues in one process.
+"""The embedded runner: the pipeline's operators on bounded asyncio queues in one process.
 
-source -> [queue] -> profile join -> [queue] -> fragmentation analysis -> output
+source -> [queue] -> join -> [queue] -> cluster operator, one event-time instant at a time -> output
+
+Every output of either operator goes to the output (the history store keeps them all); the
+runner does not look inside them.
 
 Queues are bounded, so a slow output slows the source instead of growing memory. A stage that
 fails on one event counts the error, hands the event to the output's dead-letter path with the
@@ -19,42 +22,23 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from models import Envelope, Signal, TaskProfile
-from streams.fragmentation.analysis import ClusterFragmentation, FragmentationAnalysis
-from streams.fragmentation.instants import InstantAnalysis, OrderKey, rank_of
-from streams.fragmentation.pending import Explanation
-from streams.profiles.join import ProfileJoin, ProfileUpdate
+from models import Envelope, Signal
+from streams.instants import Instants
+from streams.pipeline import Pipeline
+from streams.profiles.join import ProfileUpdate
 
 QUEUE_SIZE = 2048
 log = logging.getLogger(__name__)
 
 
-def keyed_updates(
-    env: Envelope, updates: list[ProfileUpdate]
-) -> list[tuple[OrderKey, ProfileUpdate]]:
-    """The order keys the distributed runner gives the same deltas (see ``OrderKey``)."""
-    subs = [0, 0]
-    out = []
-    for u in updates:
-        rank = rank_of(u)
-        out.append((OrderKey(u.at, env.source, env.seq or 0, env.id, rank, subs[rank]), u))
-        subs[rank] += 1
-    return out
-
-
 @dataclass(slots=True)
 class Emission:
-    """What one input event produced (its profile changes, and signals only from late input),
-    or, with ``env`` None, what one instant's evaluation produced."""
+    """What one input event produced (its profile changes, and outputs of late input), or,
+    with ``env`` None, what the instants released up to ``at`` produced."""
 
     at: datetime
     env: Envelope | None
-    updates: list[ProfileUpdate] = field(default_factory=list)
-    signals: list[Signal] = field(default_factory=list)
-    explanations: dict[str, tuple[Explanation, TaskProfile]] | None = None
-    """Set when the pending queue was evaluated: every pending pod's current explanation."""
-    snapshot: tuple[datetime, ClusterFragmentation] | None = None
-    """The cluster's state at the end of an evaluated instant."""
+    outputs: list[object] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -70,8 +54,6 @@ class Output(Protocol):
     async def emit(self, item: Emission) -> None: ...
 
     async def dead_letter(self, failure: Failure) -> None: ...
-
-    async def final(self, snapshot: tuple[datetime, ClusterFragmentation] | None) -> None: ...
 
 
 class StageMetrics:
@@ -122,7 +104,7 @@ class EmbeddedRunner:
         *,
         source: Iterator[Envelope] | AsyncIterator[Envelope],
         output: Output,
-        analysis: FragmentationAnalysis,
+        pipeline: Pipeline,
         registry: CollectorRegistry | None = None,
         pace: Callable[[datetime], float] | None = None,
         on_progress: Callable[[int, datetime], None] | None = None,
@@ -133,8 +115,7 @@ class EmbeddedRunner:
         finished."""
         self.source = source
         self.output = output
-        self.join = ProfileJoin()
-        self.analysis = analysis
+        self.pipeline = pipeline
         self.registry = registry or CollectorRegistry()
         self.metrics = StageMetrics(self.registry)
         self.pace = pace
@@ -223,36 +204,37 @@ class EmbeddedRunner:
             m.events_in.labels("join").inc()
             m.saw("join", item.event_time.timestamp())
             try:
-                updates = self.join.apply(item)
+                updates = self.pipeline.join.apply(item)
             except Exception as exc:  # one bad event must not stop the pipeline
                 m.errors.labels("join").inc()
                 self.failures += 1
                 await self.output.dead_letter(Failure(item, "join", f"{type(exc).__name__}: {exc}"))
                 continue
-            await out.put(Emission(at=item.event_time, env=item, updates=updates))
+            await out.put(Emission(at=item.event_time, env=item, outputs=list(updates)))
             m.events_out.labels("join").inc()
             m.queue_depth.labels("join->analysis").set(out.qsize())
 
     async def _analyse(self, inq: asyncio.Queue[object]) -> None:
         m = self.metrics
-        a = self.analysis
-        instants = InstantAnalysis(a)
+        p = self.pipeline
+        instants: Instants[ProfileUpdate, Signal] = Instants(p.cluster)
         last_time: datetime | None = None
         while True:
             item = await inq.get()
             if item is _END:
                 break
-            assert isinstance(item, Emission)
+            assert isinstance(item, Emission) and item.env is not None
             m.events_in.labels("analysis").inc()
             at = item.at
             m.saw("analysis", at.timestamp())
             if last_time is not None and at > last_time:
                 # the input is in event-time order: the previous instant is complete
                 await self._release(instants, last_time)
-            assert item.env is not None
             try:
-                for key, update in keyed_updates(item.env, item.updates):
-                    item.signals += instants.add(key, update)
+                late: list[object] = []
+                for key, update in p.ordered(item.env, item.outputs):
+                    late += instants.add(key, update)
+                item.outputs += late
             except Exception as exc:  # the operator's state stays as it was before this event
                 m.errors.labels("analysis").inc()
                 self.failures += 1
@@ -267,46 +249,27 @@ class EmbeddedRunner:
             self.processed += 1
             if self.on_progress is not None:
                 self.on_progress(self.processed, at)
-        final: tuple[datetime, ClusterFragmentation] | None = None
         if last_time is not None:
             # what was taken is evaluated, interrupted or not
             await self._release(instants, last_time)
         if not self.interrupted:
-            # the end of the input: evaluate what is outstanding, as a last event would
-            signals = a.flush()
-            if a.now is not None:
-                if signals:
-                    end = Emission(at=a.now, env=None, signals=signals)
-                    end.explanations = self._explanations()
-                    await self.output.emit(end)
-                final = (a.now, a.snapshot())
-        elif last_time is not None:
-            final = (last_time, a.snapshot())
-        await self.output.final(final)
+            # the end of the input: what is outstanding, as a last event would bring it
+            outputs = p.flush()
+            if outputs and p.cluster.now is not None:
+                await self.output.emit(Emission(at=p.cluster.now, env=None, outputs=outputs))
 
-    async def _release(self, instants: InstantAnalysis, upto: datetime) -> None:
-        """Evaluate every instant up to ``upto``; each becomes one emission with the signals,
-        explanations (when the pending queue was evaluated) and the cluster's state after it."""
-        a = self.analysis
-        done: list[Emission] = []
+    async def _release(self, instants: Instants[ProfileUpdate, Signal], upto: datetime) -> None:
+        """Apply and evaluate every instant up to ``upto``; what it produced is one emission."""
+        outputs: list[object] = []
 
         def on_instant(at: datetime, signals: list[Signal]) -> None:
-            item = Emission(at=at, env=None, signals=signals, snapshot=(at, a.snapshot()))
-            if a.evaluations != seen[0]:
-                seen[0] = a.evaluations
-                item.explanations = self._explanations()
-            done.append(item)
+            outputs.extend(self.pipeline.instant(at, signals))
 
-        seen = [a.evaluations]
         try:
             instants.release(upto, on_instant=on_instant)
         except Exception as exc:  # counted, reported, and the run goes on
             self.metrics.errors.labels("analysis").inc()
             self.failures += 1
             log.exception("evaluating the instant %s failed: %s", upto.isoformat(), exc)
-        for item in done:
-            await self.output.emit(item)
-
-    def _explanations(self) -> dict[str, tuple[Explanation, TaskProfile]]:
-        a = self.analysis
-        return {k: (e, a.tasks[k]) for k, e in a.explanations.items() if k in a.tasks}
+        if outputs:
+            await self.output.emit(Emission(at=upto, env=None, outputs=outputs))

@@ -1,4 +1,5 @@
-"""Running the real `gpufrag` command against a throwaway chDB store, and reading it back."""
+"""Running the real `gpufrag` command against a throwaway chDB store, reading it back, and the
+keys that compare stored signals with the operators' own."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
+
 from connectors.clickhouse.store import Store, open_store
-from models import StoreSettings
+from models import Signal, StoreSettings
 
 
 def gpufrag_env(dsn: str) -> dict[str, str]:
@@ -47,3 +50,42 @@ def count(store: Store, table: str, *, final: bool = False) -> int:
 
 def dsn_for(path: Path) -> str:
     return f"chdb://{path}"
+
+
+def stored_signals(dsn: str) -> list[dict[str, object]]:
+    with store_at(dsn) as st:
+        res = st.query(
+            "SELECT fingerprint, kind, scope_id, state, opened_at, resolved_at, evidence "
+            "FROM signals FINAL ORDER BY fingerprint, opened_at, state"
+        )
+    return [dict(zip(res.columns, r, strict=True)) for r in res.rows]
+
+
+def as_keys(signals: list[Signal]) -> list[tuple[object, ...]]:
+    return sorted(
+        (
+            s.fingerprint,
+            s.kind.value,
+            s.scope_id,
+            s.state,
+            s.opened_at,
+            s.resolved_at,
+            orjson.dumps(s.evidence, option=orjson.OPT_SORT_KEYS),
+        )
+        for s in signals
+    )
+
+
+def stored_keys(rows: list[dict[str, object]]) -> list[tuple[object, ...]]:
+    return sorted(
+        (
+            r["fingerprint"],
+            r["kind"],
+            r["scope_id"],
+            r["state"],
+            r["opened_at"],
+            r["resolved_at"],
+            orjson.dumps(orjson.loads(str(r["evidence"])), option=orjson.OPT_SORT_KEYS),
+        )
+        for r in rows
+    )

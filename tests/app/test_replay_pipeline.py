@@ -9,24 +9,22 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 from matplotlib.image import imread
 
-from connectors.trace.alibaba_csv import read_nodes, read_pods
-from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
-from models import Signal
-from streams.app.workload import pod_shape
-from streams.fragmentation.analysis import FragmentationAnalysis
-from streams.fragmentation.instants import InstantAnalysis
-from streams.fragmentation.shapes import TypicalPods
-from streams.profiles.join import ProfileJoin
-from streams.runner.embedded import keyed_updates
-from tests.app.pipeline_helpers import count, dsn_for, gpufrag, gpufrag_env, store_at
-from tests.app.test_report_browser import chromium
+from tests.app.headless_chromium import chromium
+from tests.app.pipeline_helpers import (
+    as_keys,
+    count,
+    dsn_for,
+    gpufrag,
+    gpufrag_env,
+    store_at,
+    stored_keys,
+    stored_signals,
+)
+from tests.app.reference_replay import NODE_LIMIT, operator_signals
 
-NODE_LIMIT = 40
 TABLES = (
     "events",
     "node_profiles",
@@ -36,87 +34,6 @@ TABLES = (
     "cluster_frag",
     "runs",
 )
-
-
-def operator_signals(
-    limit_events: int | None = None, *, flush: bool = True, node_limit: int = NODE_LIMIT
-) -> list[Signal]:
-    """What the core operators emit for the reduced replay, hosted by nothing but a loop."""
-    return operator_run(limit_events, flush=flush, node_limit=node_limit)[0]
-
-
-def operator_run(
-    limit_events: int | None = None, *, flush: bool = True, node_limit: int = NODE_LIMIT
-) -> tuple[list[Signal], ProfileJoin]:
-    """The signals and the final profiles of the reduced replay, from a plain loop over the
-    operators: the join, then the analysis one event-time instant at a time."""
-    nodes = read_nodes(bundled_nodes_path())
-    pods = read_pods(bundled_pods_path())
-    sim = SimulatedCluster(
-        nodes,
-        pods,
-        options=ReplayOptions(
-            mode=TraceMode.FGD, node_limit=node_limit, source="trace:openb_pod_list_default"
-        ),
-    )
-    join = ProfileJoin()
-    analysis = FragmentationAnalysis(typical=TypicalPods.from_shapes(map(pod_shape, pods)))
-    instants = InstantAnalysis(analysis)
-    out: list[Signal] = []
-    last = None
-    for n, env in enumerate(sim.events()):
-        if limit_events is not None and n >= limit_events:
-            break
-        env = env.model_copy(update={"seq": n})
-        if last is not None and env.event_time > last:
-            out += instants.release(last)
-        for key, u in keyed_updates(env, join.apply(env)):
-            out += instants.add(key, u)
-        last = env.event_time
-    if last is not None:
-        out += instants.release(last)
-    if flush:
-        out += analysis.flush()
-    return out, join
-
-
-def stored_signals(dsn: str) -> list[dict[str, object]]:
-    with store_at(dsn) as st:
-        res = st.query(
-            "SELECT fingerprint, kind, scope_id, state, opened_at, resolved_at, evidence "
-            "FROM signals FINAL ORDER BY fingerprint, opened_at, state"
-        )
-    return [dict(zip(res.columns, r, strict=True)) for r in res.rows]
-
-
-def as_keys(signals: list[Signal]) -> list[tuple[object, ...]]:
-    return sorted(
-        (
-            s.fingerprint,
-            s.kind.value,
-            s.scope_id,
-            s.state,
-            s.opened_at,
-            s.resolved_at,
-            orjson.dumps(s.evidence, option=orjson.OPT_SORT_KEYS),
-        )
-        for s in signals
-    )
-
-
-def stored_keys(rows: list[dict[str, object]]) -> list[tuple[object, ...]]:
-    return sorted(
-        (
-            r["fingerprint"],
-            r["kind"],
-            r["scope_id"],
-            r["state"],
-            r["opened_at"],
-            r["resolved_at"],
-            orjson.dumps(orjson.loads(str(r["evidence"])), option=orjson.OPT_SORT_KEYS),
-        )
-        for r in rows
-    )
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +171,28 @@ def test_corrupt_store_path_is_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert str(not_a_dir) in out.stderr
+
+
+def test_replay_json_summary_is_one_object_that_agrees_with_the_store(tmp_path: Path) -> None:
+    dsn = dsn_for(tmp_path / "st")
+    out = gpufrag(dsn, "replay", "--node-limit", str(NODE_LIMIT), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)  # the whole of stdout is the one object
+    for key in ("run_id", "events", "alloc_pct", "frag_amount_pct", "frag_ratio_pct"):
+        assert key in summary
+    assert summary["status"] == "finished" and summary["elapsed_s"] >= 0
+    signals = stored_signals(dsn)
+    by_kind: dict[str, dict[str, int]] = {}
+    for row in signals:  # one row per opening and one per resolution
+        per = by_kind.setdefault(str(row["kind"]), {"open": 0, "resolved": 0})
+        per[str(row["state"])] += 1
+    for kind in ("fragmentation", "stranded_gpus", "unplaceable_pending"):
+        assert summary["signals"][kind] == by_kind.get(kind, {"open": 0, "resolved": 0}), kind
+    with store_at(dsn) as st:
+        assert count(st, "events") == summary["events"]
+        (row,) = st.query(
+            "SELECT alloc_pct, unplaceable_pods, stranded_nodes FROM cluster_frag FINAL "
+            "ORDER BY ts DESC LIMIT 1"
+        ).rows
+    assert row[0] == pytest.approx(summary["alloc_pct"], abs=1e-3)
+    assert (row[1], row[2]) == (summary["unplaceable_pods"], summary["stranded_nodes"])

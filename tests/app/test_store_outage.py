@@ -9,15 +9,16 @@ from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
-from models import StoreSettings
+from models import GpufragSettings, StoreSettings
 from streams.app.history import open_history
 from streams.app.store_output import StoreOutput
 from streams.app.workload import pod_shape
-from streams.fragmentation.analysis import FragmentationAnalysis
 from streams.fragmentation.shapes import TypicalPods
+from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner
-from tests.app.test_replay_pipeline import as_keys, operator_signals, stored_keys
+from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
+from tests.app.pipeline_helpers import as_keys, stored_keys
+from tests.app.reference_replay import operator_signals
 
 NODE_LIMIT = 40
 
@@ -52,7 +53,9 @@ async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Pat
     runner = EmbeddedRunner(
         source=sim.events(),
         output=StoreOutput(sink, run_id="outage", track_arrivals=True),
-        analysis=FragmentationAnalysis(typical=TypicalPods.from_shapes(map(pod_shape, pods))),
+        pipeline=define_pipeline(
+            GpufragSettings(), typical=TypicalPods.from_shapes(map(pod_shape, pods))
+        ).build(),
         on_progress=on_progress,
     )
     run = asyncio.create_task(runner.run())

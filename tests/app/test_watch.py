@@ -22,12 +22,20 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.kafka.live import LiveStream
-from models import Envelope, GpuSample, GpuSampleEvent, NodeEvent, PodEvent, from_json
+from models import (
+    Envelope,
+    GpufragSettings,
+    GpuSample,
+    GpuSampleEvent,
+    NodeEvent,
+    PodEvent,
+    from_json,
+)
 from models.progress import SourceProgress
 from streams.distributed import topics
-from streams.fragmentation.analysis import ClusterFragmentation, FragmentationAnalysis
+from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner, Emission, Failure
+from streams.runner.live_stream import LiveStream
 from tests.app.pipeline_helpers import dsn_for, store_at
 from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
 from tests.kube_fake import FakeApiServer, FakeCluster
@@ -353,9 +361,6 @@ class ListOutput:
     async def dead_letter(self, failure: Failure) -> None:
         raise AssertionError(failure.reason)
 
-    async def final(self, snapshot: tuple[datetime, ClusterFragmentation] | None) -> None:
-        del snapshot
-
 
 def samples(n: int) -> list[Envelope]:
     return [
@@ -372,10 +377,12 @@ async def test_embedded_runner_takes_an_async_source_like_a_sync_one() -> None:
     events = samples(10)
     sync_out, async_out = ListOutput(), ListOutput()
     await EmbeddedRunner(
-        source=iter(events), output=sync_out, analysis=FragmentationAnalysis()
+        source=iter(events), output=sync_out, pipeline=define_pipeline(GpufragSettings()).build()
     ).run()
     stream = LiveStream()
-    runner = EmbeddedRunner(source=stream, output=async_out, analysis=FragmentationAnalysis())
+    runner = EmbeddedRunner(
+        source=stream, output=async_out, pipeline=define_pipeline(GpufragSettings()).build()
+    )
     running = asyncio.create_task(runner.run())
     for env in events:
         await stream.send(env)
@@ -389,7 +396,9 @@ async def test_stop_does_not_wait_for_a_quiet_async_source() -> None:
     events = samples(3)
     out = ListOutput()
     stream = LiveStream()
-    runner = EmbeddedRunner(source=stream, output=out, analysis=FragmentationAnalysis())
+    runner = EmbeddedRunner(
+        source=stream, output=out, pipeline=define_pipeline(GpufragSettings()).build()
+    )
     running = asyncio.create_task(runner.run())
     for env in events:
         await stream.send(env)

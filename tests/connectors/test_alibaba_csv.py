@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import pickle
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -96,14 +98,20 @@ def test_default_pod_list_details(trace_dir: Path) -> None:
     }
 
 
-def test_bundled_copies_match_shared(trace_dir: Path) -> None:
-    assert (
-        bundled_nodes_path().read_bytes()
-        == (trace_dir / "openb_node_list_gpu_node.csv").read_bytes()
-    )
-    assert (
-        bundled_pods_path().read_bytes() == (trace_dir / "openb_pod_list_default.csv").read_bytes()
-    )
+def listed_sha256(readme: Path) -> dict[str, str]:
+    """The ``| `file` | ... | `sha256` |`` rows of a data folder's README."""
+    rows = re.findall(r"^\| `([^`]+\.csv)` \|.*\| `([0-9a-f]{64})` \|$", readme.read_text(), re.M)
+    return dict(rows)
+
+
+@pytest.mark.parametrize("folder", [".", "fgd-expected"])
+def test_shipped_copies_match_the_upstream_hashes(trace_dir: Path, folder: str) -> None:
+    """Every CSV shipped is listed in the README beside it, unchanged since it was copied."""
+    data = trace_dir / folder
+    listed = listed_sha256(data / "README.md")
+    assert sorted(listed) == sorted(p.name for p in data.glob("*.csv"))
+    for name, digest in listed.items():
+        assert hashlib.sha256((data / name).read_bytes()).hexdigest() == digest, name
 
 
 def test_bundled_files_read() -> None:

@@ -10,18 +10,18 @@ import pytest
 
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.simulated_cluster import (
+from models import Envelope, PodEvent, PodPhase, SchedulingEvent
+from streams.app.workload import load_nodes, pod_shape, specs
+from streams.detectors.cluster import ClusterAnalysis
+from streams.fragmentation.shapes import TypicalPods
+from streams.placement.experiment import run_seed
+from streams.profiles.operators import ProfileJoin
+from streams.simulation.cluster import (
     ReplayOptions,
     SimulatedCluster,
     TraceMode,
     TraceReplayError,
 )
-from models import Envelope, PodEvent, PodPhase, SchedulingEvent
-from streams.app.workload import load_nodes, pod_shape, specs
-from streams.fragmentation.analysis import FragmentationAnalysis
-from streams.fragmentation.shapes import TypicalPods
-from streams.placement.experiment import run_seed
-from streams.profiles.join import ProfileJoin
 
 FAILED = re.compile(
     r"^0/(\d+) nodes are available: \d+ [^,]+(, \d+ [^,]+)*\. preemption: 0/\1 nodes are "
@@ -29,11 +29,9 @@ FAILED = re.compile(
 )
 
 
-def consume(
-    events: list[Envelope], typical: TypicalPods
-) -> tuple[ProfileJoin, FragmentationAnalysis]:
+def consume(events: list[Envelope], typical: TypicalPods) -> tuple[ProfileJoin, ClusterAnalysis]:
     join = ProfileJoin()
-    analysis = FragmentationAnalysis(typical=typical)
+    analysis = ClusterAnalysis(typical=typical)
     for env in events:
         for update in join.apply(env):
             analysis.apply(update)
@@ -65,7 +63,7 @@ def test_fgd_mode_stream_matches_the_protocol_and_the_operators() -> None:
     assert rec.placed == stats.bound
     join, analysis = consume(events, typical)
     assert analysis.index.frag_milli == pytest.approx(sim.cluster.frag_milli, abs=1e-6)
-    assert analysis.snapshot().frag_amount_pct == pytest.approx(rec.frag_amount_pct[-1])
+    assert analysis.summary().frag_amount_pct == pytest.approx(rec.frag_amount_pct[-1])
     assert sum(len(p.pods) for p in join.node_profiles.values()) == stats.bound
 
 

@@ -23,15 +23,15 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from models import NodeProfile, Signal, TaskProfile, from_json
 from streams.distributed import topics
-from tests.app.pipeline_helpers import count, store_at
-from tests.app.test_replay_pipeline import as_keys, operator_run, stored_keys, stored_signals
-from tests.distributed.test_worker import (
-    _collect,
-    _env,
-    _sink_caught_up,
-    _start_sink,
-    _start_worker,
+from tests.app.pipeline_helpers import as_keys, count, store_at, stored_keys, stored_signals
+from tests.app.reference_replay import operator_run
+from tests.distributed.worker_helpers import (
+    collect,
+    kafka_env,
     signal_key,
+    sink_caught_up,
+    start_sink,
+    start_worker,
 )
 
 pytestmark = pytest.mark.kafka
@@ -70,7 +70,7 @@ def _publish(bootstrap: str, prefix: str, nodes: int) -> None:
         capture_output=True,
         text=True,
         timeout=300,
-        env=_env(bootstrap),
+        env=kafka_env(bootstrap),
         check=False,
     )
     assert out.returncode == 0, out.stderr
@@ -127,7 +127,7 @@ def _signals_until(bootstrap: str, prefix: str, want: set[tuple[object, ...]]) -
         return _got(raw)[0] >= want
 
     return asyncio.run(
-        _collect(
+        collect(
             bootstrap,
             topics.SIGNALS.full_name(prefix),
             done=done,
@@ -156,20 +156,18 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     signals, final = _reference(nodes)
     expected = {signal_key(s.model_dump(mode="json")) for s in signals}
     dsn = f"chdb://{tmp_path / 'store'}"
-    sink = _start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
+    sink = start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     _publish(kafka_bootstrap, topic_prefix, nodes)
-    first = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "first.log")
+    first = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "first.log")
     try:
         seen = asyncio.run(
-            _collect(
-                kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120
-            )
+            collect(kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
         )
         assert 3 <= len(seen) < len(expected)  # mid-stream
     finally:
         first.kill()  # SIGKILL: no clean shutdown, no final commit
         first.wait(30)
-    second = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "second.log")
+    second = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "second.log")
     try:
         raw = _signals_until(kafka_bootstrap, topic_prefix, expected)
         state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
@@ -183,7 +181,7 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     # the sink took everything the workers sent, and stored each signal once: not one
     # duplicate row, even before ClickHouse merges its keys
     deadline = time.monotonic() + 60
-    while not asyncio.run(_sink_caught_up(kafka_bootstrap, topic_prefix)):
+    while not asyncio.run(sink_caught_up(kafka_bootstrap, topic_prefix)):
         assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
         time.sleep(0.5)
     _stop(sink)
@@ -224,8 +222,8 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
 ) -> None:
     nodes = 100
     expected, final = _expected(nodes)
-    a = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "a.log")
-    b = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "b.log")
+    a = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "a.log")
+    b = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "b.log")
     pods = topics.PODS.full_name(topic_prefix)
     try:
         deadline = time.monotonic() + 60
@@ -238,14 +236,12 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
         assert got_a[-1] | got_b[-1] == set(range(topics.PODS.partitions))
         publisher = subprocess.Popen(
             [*_publish_cmd(topic_prefix, nodes), "--rate", "150"],
-            env=_env(kafka_bootstrap),
+            env=kafka_env(kafka_bootstrap),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         seen = asyncio.run(
-            _collect(
-                kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120
-            )
+            collect(kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
         )
         assert len(seen) >= 3 and publisher.poll() is None  # mid-stream
         b.send_signal(signal.SIGTERM)  # mid-stream: B leaves, A takes its partitions over
@@ -282,16 +278,16 @@ def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
     bootstrap, broker_env = own_broker
     nodes = 100
     expected, final = _expected(nodes)
-    worker = _start_worker(bootstrap, topic_prefix, tmp_path / "worker.log")
+    worker = start_worker(bootstrap, topic_prefix, tmp_path / "worker.log")
     publisher = subprocess.Popen(
         [*_publish_cmd(topic_prefix, nodes), "--rate", "100"],
-        env=_env(bootstrap),
+        env=kafka_env(bootstrap),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
         seen = asyncio.run(
-            _collect(bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
+            collect(bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
         )
         assert len(seen) >= 3 and publisher.poll() is None  # mid-stream, both sides busy
         stop = subprocess.run(

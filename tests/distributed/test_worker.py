@@ -3,107 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.trace.bundled import bundled_pods_path
 from models import Signal, from_json
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
-from tests.app.test_replay_pipeline import NODE_LIMIT, operator_signals
+from tests.app.reference_replay import NODE_LIMIT, operator_signals
 from tests.connectors.dcgm.exporter_server import free_port
+from tests.distributed.worker_helpers import (
+    collect,
+    kafka_env,
+    signal_key,
+    sink_caught_up,
+    start_sink,
+    start_worker,
+)
 
 pytestmark = pytest.mark.kafka
 MALFORMED = 10_000
-
-
-def _env(bootstrap: str) -> dict[str, str]:
-    return {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
-
-
-def _start_worker(
-    bootstrap: str, prefix: str, log: Path, *, metrics_port: int | None = None
-) -> subprocess.Popen[bytes]:
-    fh = log.open("wb")
-    extra = [] if metrics_port is None else ["--metrics-port", str(metrics_port)]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streams.app",
-            "worker",
-            "--prefix",
-            prefix,
-            "--app-id",
-            f"{prefix}app",
-            "--typical-from",
-            str(bundled_pods_path()),
-            "--loglevel",
-            "info",
-            *extra,
-        ],
-        stdout=fh,
-        stderr=subprocess.STDOUT,
-        env=_env(bootstrap),
-    )
-    deadline = time.monotonic() + 120
-    while b"Worker ready" not in log.read_bytes():
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, "worker not ready in 120 s"
-        time.sleep(0.5)
-    return proc
-
-
-def _start_sink(bootstrap: str, prefix: str, dsn: str, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "streams.app", "sink", "--prefix", prefix, "--store", dsn],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        env=_env(bootstrap),
-    )
-
-
-async def _sink_caught_up(bootstrap: str, prefix: str) -> bool:
-    """The sink has committed every signal and dead-letter record: it has them in the store."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-sink", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        tps = [
-            TopicPartition(t.full_name(prefix), p)
-            for t in (topics.SIGNALS, topics.DEAD_LETTER)
-            for p in range(t.partitions)
-        ]
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            if ((await consumer.committed(tp)) or 0) < ends[tp]:
-                return False
-        return True
-    finally:
-        await consumer.stop()
-
-
-def signal_key(d: dict[str, object]) -> tuple[object, ...]:
-    """What must match between runners: identity, state, times and evidence."""
-    return (
-        d["fingerprint"],
-        d["kind"],
-        d["state"],
-        d["opened_at"],
-        d["resolved_at"],
-        orjson.dumps(d["evidence"], option=orjson.OPT_SORT_KEYS),
-    )
 
 
 def _malformed(i: int) -> bytes:
@@ -137,48 +63,13 @@ async def _send_malformed(bootstrap: str, prefix: str) -> None:
         await producer.stop()
 
 
-async def _collect(
-    bootstrap: str,
-    topic: str,
-    *,
-    until: int | None = None,
-    timeout_s: float,
-    done: Callable[[list[bytes]], bool] | None = None,
-    settle_s: float = 0.0,
-) -> list[bytes]:
-    """Read from the start until ``until`` records (or ``done``), then ``settle_s`` more."""
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
-    )
-    await consumer.start()
-    got: list[bytes] = []
-    try:
-        deadline = time.monotonic() + timeout_s
-
-        def finished() -> bool:
-            return (until is not None and len(got) >= until) or (done is not None and done(got))
-
-        while not finished() and time.monotonic() < deadline:
-            batch = await consumer.getmany(timeout_ms=1000)
-            for records in batch.values():
-                got += [r.value or b"" for r in records]
-        settle_until = time.monotonic() + settle_s
-        while time.monotonic() < settle_until:
-            batch = await consumer.getmany(timeout_ms=500)
-            for records in batch.values():
-                got += [r.value or b"" for r in records]
-    finally:
-        await consumer.stop()
-    return got
-
-
 def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     port = free_port()
-    proc = _start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log", metrics_port=port)
+    proc = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log", metrics_port=port)
     dsn = f"chdb://{tmp_path / 'store'}"
-    sink = _start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
+    sink = start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     try:
         asyncio.run(_send_malformed(kafka_bootstrap, topic_prefix))
         out = subprocess.run(
@@ -195,7 +86,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
             capture_output=True,
             text=True,
             timeout=300,
-            env=_env(kafka_bootstrap),
+            env=kafka_env(kafka_bootstrap),
             check=False,
         )
         assert out.returncode == 0, out.stderr
@@ -209,7 +100,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
             "unplaceable_pending",
         }
         raw = asyncio.run(
-            _collect(
+            collect(
                 kafka_bootstrap,
                 topics.SIGNALS.full_name(topic_prefix),
                 until=len(ours),
@@ -220,7 +111,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         theirs = {signal_key(from_json(Signal, r).model_dump(mode="json")) for r in raw}
         assert theirs == ours
         dead = asyncio.run(
-            _collect(
+            collect(
                 kafka_bootstrap,
                 topics.DEAD_LETTER.full_name(topic_prefix),
                 until=MALFORMED,
@@ -248,7 +139,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         assert figures["gpufrag_worker_signals_total"] >= len(ours)
         # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin
         deadline = time.monotonic() + 120
-        while not asyncio.run(_sink_caught_up(kafka_bootstrap, topic_prefix)):
+        while not asyncio.run(sink_caught_up(kafka_bootstrap, topic_prefix)):
             assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
             time.sleep(0.5)
     finally:

@@ -6,9 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from models import AnalysisSettings, GangRef, PodPhase, Signal, fingerprint_of
+from models import DetectorSettings, GangRef, PodPhase, Signal, fingerprint_of
+from models.settings import FragmentationSettings, UnplaceablePendingSettings
 from models.signals import Scope, SignalKind
-from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.measure import FragMeasure, NodeState
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
@@ -18,12 +19,16 @@ from tests.streams.profiles_helpers import at, node, task
 TYPICAL = TypicalPods(
     pods=(TypicalPod(PodShape(4_000, 500, 1), 1.0),), coverage=1.0, observed_pods=1
 )
-SETTINGS = AnalysisSettings(evaluate_every_s=0, frag_ratio_open_pct=40, frag_ratio_resolve_pct=30)
+SETTINGS = DetectorSettings(
+    unplaceable_pending=UnplaceablePendingSettings(evaluate_every_s=0),
+    fragmentation=FragmentationSettings(ratio_open_pct=40, ratio_resolve_pct=30),
+)
+EVERY_60_S = DetectorSettings(unplaceable_pending=UnplaceablePendingSettings(evaluate_every_s=60))
 
 Step = tuple[ProfileUpdate | datetime, set[tuple[str, str, str]]]
 
 
-def run(steps: list[Step], analysis: FragmentationAnalysis) -> None:
+def run(steps: list[Step], analysis: ClusterAnalysis) -> None:
     for i, (item, expected) in enumerate(steps):
         out: list[Signal] = []
         if isinstance(item, datetime):
@@ -36,7 +41,7 @@ def run(steps: list[Step], analysis: FragmentationAnalysis) -> None:
 
 
 def test_stranded_gpus_open_when_cpu_runs_out_and_resolve_when_it_returns() -> None:
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     run(
         [
             (NodeProfileUpdate("n1", node("n1", gpus=(1000, 1000)), at(0)), set()),
@@ -66,7 +71,7 @@ def test_stranded_gpus_open_when_cpu_runs_out_and_resolve_when_it_returns() -> N
 
 
 def test_unplaceable_pending_opens_with_reasons_and_resolves_when_bound() -> None:
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     pending = task("ml/train", gpus=2, milli=1000)
     bound = task("ml/train", gpus=2, milli=1000, node_name="n1", phase=PodPhase.RUNNING)
     run(
@@ -87,11 +92,11 @@ def test_unplaceable_pending_opens_with_reasons_and_resolves_when_bound() -> Non
         ],
         a,
     )
-    assert a.snapshot().pending_pods == 0
+    assert a.summary().pending_pods == 0
 
 
 def test_unplaceable_evidence_and_stable_fingerprint() -> None:
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 0)), at(0)))
     a.apply(NodeProfileUpdate("n2", node("n2", gpus=(0, 1000)), at(0)))
     a.apply(TaskProfileUpdate("ml/train", task("ml/train", gpus=2, milli=1000), at(1)))
@@ -110,7 +115,7 @@ def test_unplaceable_evidence_and_stable_fingerprint() -> None:
 
 
 def test_gang_signal_covers_its_members() -> None:
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     ref = GangRef(name="job", min_member=2)
     run(
         [
@@ -132,7 +137,7 @@ def test_gang_signal_covers_its_members() -> None:
 
 
 def test_evaluation_is_rate_limited_by_event_time() -> None:
-    a = FragmentationAnalysis(settings=AnalysisSettings(evaluate_every_s=60), typical=TYPICAL)
+    a = ClusterAnalysis(detectors=EVERY_60_S, typical=TYPICAL)
     a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 0)), at(0)))
     a.apply(NodeProfileUpdate("n2", node("n2", gpus=(0, 1000)), at(0)))
     assert a.advance(at(0)) == []  # first evaluation: nothing pending
@@ -155,7 +160,7 @@ def test_evaluation_is_rate_limited_by_event_time() -> None:
 def test_cluster_fragmentation_hysteresis(ratios: list[int], states: list[str | None]) -> None:
     # one node, 10 cards: the typical pod needs 4 cores; k idle cards of 100 milli each are all
     # fragment (share 500 does not fit), the rest are 1000-milli idle cards that are not.
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     for step, ratio in enumerate(ratios):
         # fragment cards: f cards at 100 milli; usable: u cards at 1000 -> ratio = 100f/(100f+1000u)
         f, u = {
@@ -189,7 +194,7 @@ class CountingMeasure(FragMeasure):
 def test_a_node_change_costs_one_measure_lookup_whatever_the_cluster_size(
     cluster_size: int,
 ) -> None:
-    a = FragmentationAnalysis(settings=SETTINGS, typical=TYPICAL)
+    a = ClusterAnalysis(detectors=SETTINGS, typical=TYPICAL)
     measure = CountingMeasure(TYPICAL)
     a.index.set_measure(measure)
     for i in range(cluster_size):
@@ -204,17 +209,17 @@ def test_a_node_change_costs_one_measure_lookup_whatever_the_cluster_size(
 
 
 def test_a_pending_pod_that_goes_away_resolves_at_once_and_stops_counting() -> None:
-    a = FragmentationAnalysis(settings=AnalysisSettings(evaluate_every_s=60), typical=TYPICAL)
+    a = ClusterAnalysis(detectors=EVERY_60_S, typical=TYPICAL)
     a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 0)), at(0)))
     a.apply(NodeProfileUpdate("n2", node("n2", gpus=(0, 1000)), at(0)))
     a.apply(TaskProfileUpdate("ml/p", task("ml/p", gpus=2, milli=1000), at(1)))
     (opened,) = a.advance(at(1))
-    assert a.snapshot().unplaceable_pods == 1
+    assert a.summary().unplaceable_pods == 1
     (resolved,) = a.apply(TaskProfileUpdate("ml/p", None, at(5)))  # deleted between evaluations
     assert (resolved.fingerprint, resolved.state, resolved.resolved_at) == (
         opened.fingerprint,
         "resolved",
         at(5),
     )
-    assert a.snapshot().unplaceable_pods == 0
+    assert a.summary().unplaceable_pods == 0
     assert a.advance(at(70)) == []

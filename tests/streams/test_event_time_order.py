@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from models import EventKind
 from models.progress import SourceProgress
+from streams.detectors.cluster import ClusterAnalysis
 from streams.distributed.ordering import Reorder, Watermarks
-from streams.fragmentation.analysis import FragmentationAnalysis
-from streams.fragmentation.instants import InstantAnalysis, OrderKey
-from tests.app.test_replay_pipeline import operator_run
+from streams.instants import Instants, OrderKey
+from tests.app.reference_replay import operator_run
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -108,9 +108,8 @@ def test_copies_at_or_before_the_restored_mark_are_redeliveries() -> None:
 def _replay_deltas() -> list[tuple[OrderKey, object]]:
     from connectors.trace.alibaba_csv import read_nodes, read_pods
     from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-    from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
-    from streams.profiles.join import ProfileJoin
-    from streams.runner.embedded import keyed_updates
+    from streams.profiles.operators import ProfileJoin, ordered_deltas
+    from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
 
     sim = SimulatedCluster(
         read_nodes(bundled_nodes_path()),
@@ -121,7 +120,7 @@ def _replay_deltas() -> list[tuple[OrderKey, object]]:
     out: list[tuple[OrderKey, object]] = []
     for n, env in enumerate(sim.events()):
         env = env.model_copy(update={"seq": n})
-        out += keyed_updates(env, join.apply(env))
+        out += ordered_deltas(env, join.apply(env))
     return out
 
 
@@ -142,8 +141,8 @@ TYPICAL = _typical()
 
 def _signals(cuts: list[int], order: list[int]) -> set[tuple[object, ...]]:
     """Deltas delivered in a shuffled arrival order, released at the given instants."""
-    a = FragmentationAnalysis(typical=TYPICAL)  # type: ignore[arg-type]
-    ia = InstantAnalysis(a)
+    a = ClusterAnalysis(typical=TYPICAL)  # type: ignore[arg-type]
+    ia = Instants(a)
     times = sorted({k.at for k, _ in DELTAS})
     marks = sorted({times[c % len(times)] for c in cuts} | {times[-1]})
     # deliver in the shuffled order, but never a delta older than a released mark (the

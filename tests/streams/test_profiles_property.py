@@ -37,11 +37,11 @@ from models import (
 from streams.profiles.join import (
     GpuTelemetry,
     NodeProfileUpdate,
-    ProfileJoin,
     ProfileUpdate,
     TaskProfileUpdate,
     node_profile,
 )
+from streams.profiles.operators import ProfileJoin
 from tests.models.strategies import st_aware_datetime
 
 NAMESPACE = "default"

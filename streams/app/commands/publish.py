@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from connectors.kafka.publisher import EventPublisher
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
 from models import Envelope, from_json
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
 from streams.distributed import topics
+from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
 
 
 def read_events(path: Path, rejected: list[str]) -> Iterator[Envelope]:

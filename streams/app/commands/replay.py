@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -13,24 +15,24 @@ import orjson
 import typer
 from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store, open_store
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from connectors.trace.simulated_cluster import ReplayOptions, SimulatedCluster, TraceMode
 from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
-from streams.app.options import NodesOption, PodsOption, StoreOption
+from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.app.workload import pod_shape
-from streams.fragmentation.analysis import FragmentationAnalysis
 from streams.fragmentation.shapes import TypicalPods
+from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner
+from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
 
 RUN_TABLES = (
     "events",
@@ -50,7 +52,9 @@ def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
     repeated replay overwrites itself; change any of them and it is a different run."""
     h = hashlib.sha256()
     h.update(f"schema {SCHEMA_VERSION}".encode())
-    h.update(GpufragSettings().analysis.model_dump_json().encode())
+    settings = GpufragSettings()
+    h.update(settings.analysis.model_dump_json().encode())
+    h.update(settings.detectors.model_dump_json().encode())
     for path in (nodes, pods):
         h.update(hashlib.sha256(path.read_bytes()).digest())
     fields = {
@@ -129,6 +133,7 @@ def replay(
             help="Serve Prometheus metrics (stages, queues, sink) on this port while replaying.",
         ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
 
@@ -136,6 +141,7 @@ def replay(
     events, profiles, signals, pending explanations and the cluster's fragmentation land in the
     store. Ctrl-C stops the source: everything already emitted is stored, the run is marked
     interrupted. Replaying the same trace with the same options again adds no duplicate rows.
+    With --json the summary is one JSON object on stdout (progress stays on stderr).
     """
     with user_errors():
         if ratio <= 0 or time_scale <= 0:
@@ -170,6 +176,7 @@ def replay(
                 speed=speed,
                 source=source,
                 metrics_port=metrics_port,
+                as_json=as_json,
             )
         )
     raise typer.Exit(code)
@@ -185,68 +192,26 @@ async def _replay(
     speed: float,
     source: str,
     metrics_port: int | None,
+    as_json: bool,
 ) -> int:
     console = Console(stderr=True)
     store: Store = await asyncio.to_thread(open_history, settings)
-    for table in RUN_TABLES:  # a re-run replaces the run; rows of two analyses never mix
-        if table != "dead_letter":
-            await asyncio.to_thread(
-                store.command,
-                f"DELETE FROM {table} WHERE run_id = {{run_id:String}}",
-                {"run_id": run_id},
-            )
-    started = datetime.now(UTC)
-    await asyncio.to_thread(
-        store.insert,
-        "runs",
-        [
-            _run_row(
-                run_id,
-                status="running",
-                started=started,
-                source=source,
-                options=options,
-                summary={},
-            )
-        ],
-    )
+    record = _RunRecord(store, run_id, datetime.now(UTC), source, options)
+    await record.start()
     registry = CollectorRegistry()
     sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
     await sink.start()
     output = StoreOutput(sink, run_id=run_id, track_arrivals=options.mode is TraceMode.FGD)
     # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
     # paper; a live cluster learns it from the pods it sees instead.
-    analysis = FragmentationAnalysis(settings=GpufragSettings().analysis, typical=typical)
-    pace = None
-    if speed > 0:
-        t0_wall = time.monotonic()
-        t0_event = sim.start
-
-        def pace_fn(at: datetime) -> float:
-            due = (at - t0_event).total_seconds() / speed
-            return due - (time.monotonic() - t0_wall)
-
-        pace = pace_fn
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
-    task = progress.add_task("replaying", total=None)
-
-    def on_progress(n: int, at: datetime) -> None:
-        if n % 500 == 0:
-            progress.update(task, description=f"{n:,} events, event time {at:%Y-%m-%d %H:%M:%S}")
-
+    pipeline = define_pipeline(GpufragSettings(), typical=typical).build()
+    progress = _progress_bar(console)
     runner = EmbeddedRunner(
         source=sim.events(),
         output=output,
-        analysis=analysis,
-        pace=pace,
-        on_progress=on_progress,
+        pipeline=pipeline,
+        pace=_pace(sim.start, speed),
+        on_progress=progress.on_event,
         registry=registry,
     )
     if metrics_port is not None:
@@ -264,7 +229,7 @@ async def _replay(
     wall0 = time.monotonic()
     failure: BaseException | None = None
     try:
-        with progress:
+        with progress.bar:
             await runner.run()
     except Exception as exc:  # recorded on the run, then reported
         failure = exc
@@ -273,10 +238,107 @@ async def _replay(
     if interrupts.forced:
         interrupts.report_forced()
         return 130
-    elapsed = time.monotonic() - wall0
-    snap = analysis.snapshot()
+    summary = _summary(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
+    status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
+    if failure is not None:
+        summary["error"] = f"{type(failure).__name__}: {failure}"
+    await record.end(status, summary)
+    if as_json:
+        typer.echo(orjson.dumps(_json_summary(run_id, status, summary)).decode())
+    else:
+        _print_summary(run_id, status, options, summary, settings.dsn or "")
+    if failure is not None:
+        raise failure
+    return 130 if runner.interrupted else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _RunRecord:
+    """The run's row in the store: written when it starts and again when it ends."""
+
+    store: Store
+    run_id: str
+    started: datetime
+    source: str
+    options: ReplayOptions
+
+    async def start(self) -> None:
+        """A re-run replaces the run, so rows of two analyses never mix."""
+        for table in RUN_TABLES:
+            if table != "dead_letter":
+                await asyncio.to_thread(
+                    self.store.command,
+                    f"DELETE FROM {table} WHERE run_id = {{run_id:String}}",
+                    {"run_id": self.run_id},
+                )
+        await self._write("running", {})
+
+    async def end(self, status: str, summary: dict[str, object]) -> None:
+        await self._write(status, summary)
+        for table in RUN_TABLES:  # merge re-runs' duplicate keys now, not some time later
+            await asyncio.to_thread(self.store.command, f"OPTIMIZE TABLE {table} FINAL")
+        await asyncio.to_thread(self.store.close)
+
+    async def _write(self, status: str, summary: dict[str, object]) -> None:
+        row = _run_row(
+            self.run_id,
+            status=status,
+            started=self.started,
+            source=self.source,
+            options=self.options,
+            summary=summary,
+        )
+        await asyncio.to_thread(self.store.insert, "runs", [row])
+
+
+def _pace(start: datetime, speed: float) -> Callable[[datetime], float] | None:
+    """Wall seconds to wait before an event, so event time runs at ``speed`` x real time."""
+    if speed <= 0:
+        return None
+    t0_wall = time.monotonic()
+
+    def pace(at: datetime) -> float:
+        due = (at - start).total_seconds() / speed
+        return due - (time.monotonic() - t0_wall)
+
+    return pace
+
+
+@dataclass(slots=True)
+class _ProgressBar:
+    bar: Progress
+    task: TaskID
+
+    def on_event(self, n: int, at: datetime) -> None:
+        if n % 500 == 0:
+            self.bar.update(
+                self.task, description=f"{n:,} events, event time {at:%Y-%m-%d %H:%M:%S}"
+            )
+
+
+def _progress_bar(console: Console) -> _ProgressBar:
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    return _ProgressBar(bar, bar.add_task("replaying", total=None))
+
+
+def _summary(
+    sim: SimulatedCluster,
+    runner: EmbeddedRunner,
+    output: StoreOutput,
+    options: ReplayOptions,
+    *,
+    elapsed_s: float,
+) -> dict[str, object]:
+    snap = runner.pipeline.cluster.summary()
     stats = sim.stats
-    summary: dict[str, object] = {
+    return {
         "events": runner.processed,
         "failed_events": runner.failures,
         "nodes": stats.nodes,
@@ -290,33 +352,24 @@ async def _replay(
         "unplaceable_pods": snap.unplaceable_pods,
         "stranded_nodes": snap.stranded_nodes,
         "signals": output.signal_counts,
-        "elapsed_s": round(elapsed, 2),
+        "elapsed_s": round(elapsed_s, 2),
         "cluster_shaping": _shaping(options),
     }
-    status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
-    if failure is not None:
-        summary["error"] = f"{type(failure).__name__}: {failure}"
-    await asyncio.to_thread(
-        store.insert,
-        "runs",
-        [
-            _run_row(
-                run_id,
-                status=status,
-                started=started,
-                source=source,
-                options=options,
-                summary=summary,
-            )
-        ],
-    )
-    for table in RUN_TABLES:  # merge re-runs' duplicate keys now, not some time later
-        await asyncio.to_thread(store.command, f"OPTIMIZE TABLE {table} FINAL")
-    await asyncio.to_thread(store.close)
-    _print_summary(run_id, status, options, summary, settings.dsn or "")
-    if failure is not None:
-        raise failure
-    return 130 if runner.interrupted else 0
+
+
+def _json_summary(run_id: str, status: str, summary: dict[str, object]) -> dict[str, object]:
+    """Every signal kind with both counts, zeros included, so a script needs no defaults."""
+    counts = summary["signals"]
+    assert isinstance(counts, dict)
+    kinds = sorted(set(counts) | {"fragmentation", "stranded_gpus", "unplaceable_pending"})
+    signals = {
+        k: {
+            "open": counts.get(k, {}).get("open", 0),
+            "resolved": counts.get(k, {}).get("resolved", 0),
+        }
+        for k in kinds
+    }
+    return {"run_id": run_id, "status": status, **summary, "signals": signals}
 
 
 def _shaping(options: ReplayOptions) -> str:

@@ -21,15 +21,32 @@ MAX_CURVE_POINTS = 2000
 
 def load_report(store: Store, run_id: str) -> ReportData:
     p = {"run_id": run_id}
+    run = _load_run(store, p)
+    by_arrival = run.mode == "fgd"
+    return ReportData(
+        run=run,
+        x_label="arrived GPU demand (% of capacity)" if by_arrival else "time",
+        x_is_time=not by_arrival,
+        frag_series=_load_frag_series(store, p, by_arrival=by_arrival),
+        pending_by_reason=_load_pending_by_reason(store, p),
+        stranded_nodes=_load_stranded_nodes(store, p),
+        signal_counts=_load_signal_counts(store, p),
+        recent_signals=_load_recent_signals(store, p),
+        generated_at=datetime.now(UTC),
+    )
+
+
+def _load_run(store: Store, p: dict[str, str]) -> RunInfo:
+    """Raises rather than returning None: every other section is meaningless without it."""
     runs = store.query(
         "SELECT run_id, source, mode, policy, seed, status, started_at, summary "
         "FROM runs FINAL WHERE run_id = {run_id:String}",
         parameters=p,
     )
     if not runs.rows:
-        raise QueryError(f"no run {run_id!r} in the store")
+        raise QueryError(f"no run {p['run_id']!r} in the store")
     r = dict(zip(runs.columns, runs.rows[0], strict=True))
-    run = RunInfo(
+    return RunInfo(
         run_id=str(r["run_id"]),
         source=str(r["source"]),
         mode=str(r["mode"]),
@@ -39,7 +56,13 @@ def load_report(store: Store, run_id: str) -> ReportData:
         started_at=_aware(r["started_at"]),
         summary=orjson.loads(str(r["summary"]) or "{}"),
     )
-    by_arrival = run.mode == "fgd"
+
+
+def _load_frag_series(
+    store: Store, p: dict[str, str], *, by_arrival: bool
+) -> tuple[FragPoint, ...]:
+    """The fgd mode only adds pods, so its curve is plotted against arrived demand as the FGD
+    paper does, a timeline against time; thinned to MAX_CURVE_POINTS to keep the page small."""
     x_expr = "arrived_pct" if by_arrival else "toUnixTimestamp64Milli(ts) / 1000"
     curve = store.query(
         f"SELECT {x_expr} AS x, frag_amount_pct, frag_ratio_pct, alloc_pct "
@@ -51,13 +74,25 @@ def load_report(store: Store, run_id: str) -> ReportData:
         for x, a, rt, al in curve.rows
     ]
     step = max(1, len(points) // MAX_CURVE_POINTS)
+    return tuple(points[::step])
+
+
+def _load_pending_by_reason(store: Store, p: dict[str, str]) -> tuple[tuple[str, int], ...]:
+    """Counts distinct pods, not rows: the pending queue is evaluated again and again and
+    each evaluation stores a row per pod."""
     pending = store.query(
         "SELECT reason, uniqExact(pod) AS pods FROM pending_explanations FINAL "
         "ARRAY JOIN mapKeys(reasons) AS reason WHERE run_id = {run_id:String} AND unplaceable = 1 "
         "GROUP BY reason ORDER BY pods DESC, reason",
         parameters=p,
     )
-    stranded = store.query(  # nodes whose latest stranded signal is still open
+    return tuple((str(a), int(b)) for a, b in pending.rows)
+
+
+def _load_stranded_nodes(store: Store, p: dict[str, str]) -> tuple[StrandedNode, ...]:
+    """Only nodes whose latest stranded signal is still open, most idle GPUs first, so the
+    table shows what is stranded at the end of the run rather than at any point in it."""
+    stranded = store.query(
         "SELECT scope_id, argMax(evidence, ts) AS ev FROM signals FINAL "
         "WHERE run_id = {run_id:String} AND kind = 'stranded_gpus' "
         "GROUP BY scope_id HAVING argMax(state, ts) = 'open'",
@@ -75,37 +110,36 @@ def load_report(store: Store, run_id: str) -> ReportData:
             )
         )
     nodes.sort(key=lambda n: (-n.idle_gpus, n.node))
+    return tuple(nodes[:15])
+
+
+def _load_signal_counts(store: Store, p: dict[str, str]) -> tuple[tuple[str, str, int], ...]:
     counts = store.query(
         "SELECT kind, state, count() FROM signals FINAL WHERE run_id = {run_id:String} "
         "GROUP BY kind, state ORDER BY kind, state",
         parameters=p,
     )
-    recent = store.query(  # one row per signal, in its latest state
+    return tuple((str(k), str(s), int(n)) for k, s, n in counts.rows)
+
+
+def _load_recent_signals(store: Store, p: dict[str, str]) -> tuple[SignalRow, ...]:
+    """One row per signal in its latest state: the signals table keeps every transition."""
+    recent = store.query(
         "SELECT opened_at, argMax(resolved_at, ts) AS resolved, any(kind) AS k, "
         "any(scope_id) AS sc, argMax(summary, ts) AS sm, max(ts) AS last "
         "FROM signals FINAL WHERE run_id = {run_id:String} "
         "GROUP BY fingerprint, opened_at ORDER BY last DESC, k, sc LIMIT 25",
         parameters=p,
     )
-    return ReportData(
-        run=run,
-        x_label="arrived GPU demand (% of capacity)" if by_arrival else "time",
-        x_is_time=not by_arrival,
-        frag_series=tuple(points[::step]),
-        pending_by_reason=tuple((str(a), int(b)) for a, b in pending.rows),
-        stranded_nodes=tuple(nodes[:15]),
-        signal_counts=tuple((str(k), str(s), int(n)) for k, s, n in counts.rows),
-        recent_signals=tuple(
-            SignalRow(
-                opened_at=_aware(o),
-                resolved_at=None if rs is None else _aware(rs),
-                kind=str(k),
-                scope_id=str(sc),
-                summary=str(sm),
-            )
-            for o, rs, k, sc, sm, _last in recent.rows
-        ),
-        generated_at=datetime.now(UTC),
+    return tuple(
+        SignalRow(
+            opened_at=_aware(o),
+            resolved_at=None if rs is None else _aware(rs),
+            kind=str(k),
+            scope_id=str(sc),
+            summary=str(sm),
+        )
+        for o, rs, k, sc, sm, _last in recent.rows
     )
 
 

@@ -1,7 +1,7 @@
 """`gpufrag watch`: run the live sources (Kubernetes watchers, dcgm-exporter scraper, NVML
 sampler) and send their events to the bus until stopped.
 
-Each source sends through a live stage (``connectors.kafka.live``) that puts its events in
+Each source sends through a live stage (``connectors.live_stage``) that puts its events in
 event-time order and reports its progress every second; on Kafka each source is its own
 publisher, so one slow source's order never constrains another's.
 """
@@ -168,7 +168,7 @@ async def _watch(
     registry: CollectorRegistry,
     duration_s: float | None,
 ) -> int:
-    from connectors.kafka.live import LiveMetrics
+    from connectors.live_stage import LiveMetrics
     from streams.app.live.sources import build_sources
     from streams.app.live.to_kafka import watch_to_kafka
     from streams.app.live.to_store import watch_to_store

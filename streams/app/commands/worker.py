@@ -20,6 +20,7 @@ from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
+from streams.pipeline import define_pipeline
 
 
 def worker(
@@ -60,8 +61,7 @@ def worker(
         prefix=bus.prefix,
         replication=bus.replication,
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
-        analysis=settings.analysis,
-        typical=typical,
+        pipeline=define_pipeline(settings, typical=typical),
         max_source_lag_s=settings.kafka.max_source_lag_s,
     )
     app, stats = build_app(cfg)

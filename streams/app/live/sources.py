@@ -1,7 +1,7 @@
 """The live sources `gpufrag watch` runs, how each is supervised, and their live stages.
 
 A source is built once (its metrics register once) and run again if it fails; every source
-sends through a live stage (``connectors.kafka.live``) that puts its events in event-time order
+sends through a live stage (``connectors.live_stage``) that puts its events in event-time order
 and reports its progress every second.
 """
 
@@ -22,8 +22,8 @@ from connectors.dcgm.kube_discovery import KubeExporterDiscovery
 from connectors.dcgm.scraper import DcgmScraper
 from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NvmlSampler
-from connectors.kafka.live import Emit, LiveMetrics, LiveStage, LiveStream, PublisherOutlet
 from connectors.kube import KubeSource, api_client_for
+from connectors.live_stage import Emit, LiveMetrics, LiveStage, Outlet
 from models import EventKind, GpufragSettings
 from models.settings import WatchSettings
 
@@ -179,9 +179,7 @@ async def run_live(
     await asyncio.gather(*stage_tasks)
 
 
-def live_stage(
-    name: str, outlet: PublisherOutlet | LiveStream, metrics: LiveMetrics, ws: WatchSettings
-) -> LiveStage:
+def live_stage(name: str, outlet: Outlet, metrics: LiveMetrics, ws: WatchSettings) -> LiveStage:
     return LiveStage(
         name=name,
         outlet=outlet,

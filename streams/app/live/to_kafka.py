@@ -8,8 +8,9 @@ import time
 
 import typer
 
-from connectors.kafka.live import LiveMetrics, LiveStage, PublisherOutlet
+from connectors.kafka.outlet import PublisherOutlet
 from connectors.kafka.publisher import EventPublisher
+from connectors.live_stage import LiveMetrics, LiveStage
 from models.settings import WatchSettings
 from streams.app.bus import Bus
 from streams.app.live.sources import LiveSource, Runnable, live_stage, run_live

@@ -15,14 +15,15 @@ from rich.console import Console
 
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
-from connectors.kafka.live import LiveMetrics, LiveStream
+from connectors.live_stage import LiveMetrics
 from models import GpufragSettings, StoreSettings
 from streams.app.history import open_history
 from streams.app.live.sources import LiveSource, live_stage, run_live
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
-from streams.fragmentation.analysis import FragmentationAnalysis
+from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner
+from streams.runner.live_stream import LiveStream
 
 
 async def watch_to_store(
@@ -67,11 +68,11 @@ async def watch_to_store(
     await sink.start()
     output = StoreOutput(sink, run_id=run_id, track_arrivals=False)
     # a live cluster learns its expected workload from the pods it sees
-    analysis = FragmentationAnalysis(settings=settings.analysis)
+    pipeline = define_pipeline(settings).build()
     stream = LiveStream()
     stage = live_stage("embedded", stream, metrics, settings.watch)
     runs = [(s.name, s.build(stage.emitter(s.name))) for s in sources]
-    runner = EmbeddedRunner(source=stream, output=output, analysis=analysis, registry=registry)
+    runner = EmbeddedRunner(source=stream, output=output, pipeline=pipeline, registry=registry)
 
     async def live() -> None:
         try:

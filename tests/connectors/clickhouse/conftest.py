@@ -9,7 +9,7 @@ own path.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from connectors.clickhouse import (
     open_store,
 )
 from models.settings import StoreSettings
+from tests.connectors.clickhouse.helpers import SinkMaker
 
 # Small batches and retry waits: outages and bad rows resolve in milliseconds.
 FAST = {
@@ -53,9 +54,6 @@ def store(store_settings: StoreSettings) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
-
-
-SinkMaker = Callable[..., ClickHouseSink]
 
 
 @pytest.fixture

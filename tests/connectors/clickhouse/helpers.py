@@ -1,8 +1,13 @@
-"""Small queries shared by the store tests."""
+"""Small queries and types shared by the store tests."""
 
 from __future__ import annotations
 
-from connectors.clickhouse import Store
+from collections.abc import Callable
+
+from connectors.clickhouse import ClickHouseSink, Store
+
+SinkMaker = Callable[..., ClickHouseSink]
+"""What the ``make_sink`` fixture yields: builds a sink on the test's store."""
 
 
 def count(store: Store, table: str, *, final: bool = False) -> int:

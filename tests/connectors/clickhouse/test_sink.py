@@ -19,8 +19,7 @@ from connectors.clickhouse.sink import dead_letter_row, is_store_side_error
 from connectors.clickhouse.spool import read_spool, write_spool
 from models.settings import StoreSettings
 from tests.connectors.clickhouse import factories as f
-from tests.connectors.clickhouse.conftest import SinkMaker
-from tests.connectors.clickhouse.helpers import count
+from tests.connectors.clickhouse.helpers import SinkMaker, count
 
 RUN = "run-1"
 

@@ -12,7 +12,7 @@ import pytest
 
 from connectors.clickhouse import Store, StoreError, open_store
 from models.settings import StoreSettings
-from tests.conftest import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 def test_database_is_created_and_used_for_every_statement(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import orjson
 from connectors.clickhouse import Store
 from models import to_json
 from streams.app.topic_sink import TopicSink
-from tests.connectors.clickhouse.conftest import SinkMaker
 from tests.connectors.clickhouse.factories import signal
+from tests.connectors.clickhouse.helpers import SinkMaker
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The NVML sampler's mapping, on readings taken from a real NVIDIA H200 (shared fixtures)."""
+"""The NVML sampler's mapping, on readings taken from a real NVIDIA H200 (fixtures/h200)."""
 
 from __future__ import annotations
 
@@ -24,31 +24,15 @@ from models import (
     PodPhase,
     ResourceRequest,
 )
-from streams.profiles.join import ProfileJoin
+from streams.profiles.operators import ProfileJoin
+from tests.connectors.gpu.readings import H200_DIR, reading_of
 
 AT = datetime(2026, 11, 29, 22, 40, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def h200(shared_dir: Path) -> Path:
-    return shared_dir / "fixtures" / "h200"
-
-
-def reading_of(raw: dict[str, object], meta: dict[str, object]) -> NvmlReading:
-    procs = raw["procs"]
-    assert isinstance(procs, list)
-    return NvmlReading(
-        index=0,
-        uuid=str(meta["uuid"]),
-        name=str(meta["name"]),
-        memory_total_bytes=int(str(raw["total"])),
-        memory_used_bytes=int(str(raw["used"])),
-        gpu_util_pct=float(str(raw["gpu_util"])),
-        memory_util_pct=float(str(raw["mem_util"])),
-        ecc_uncorrected_volatile=int(str(meta["nvmlDeviceGetTotalEccErrors"])),
-        mig_enabled=False,
-        processes=tuple(ProcessUse(pid=int(p[0]), used_bytes=int(p[1])) for p in procs),
-    )
+def h200() -> Path:
+    return H200_DIR
 
 
 def test_h200_readings_map_to_samples_in_mib(h200: Path) -> None:

@@ -5,7 +5,6 @@ readings from the real H200 fixtures)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
@@ -35,7 +34,7 @@ from connectors.gpu.reading import NvmlReading, PodRef, ProcessUse, card_owner, 
 from connectors.gpu.sampler import NvmlSampler
 from models import Envelope, GpuSample, GpuSampleEvent
 from models.settings import NvmlSettings
-from tests.connectors.gpu.test_nvml_mapping import reading_of
+from tests.connectors.gpu.readings import h200_nvml, reading_of
 
 WHOLE = "GPU-fb685150-e4d3-e02d-6582-22ee58c3cad9"  # the H200's UUID in the fixtures
 SLICED = "GPU-2b1c0d7e-3f4a-4b5c-8d6e-7f8091a2b3c4"
@@ -354,10 +353,10 @@ CGROUPS |= {601: _cgroup("u-infer"), 700: _cgroup("u-other")}
 
 
 @pytest.fixture(scope="module")
-def readings(shared_dir: Path) -> list[NvmlReading]:
+def readings() -> list[NvmlReading]:
     """Five cards built from the H200's real readings: the busy card itself, and copies that
     are time-sliced, MIG-partitioned, idle-but-assigned and outside the device plugin."""
-    meta = json.loads((shared_dir / "fixtures" / "h200" / "nvml_oom.txt").read_text())
+    meta = h200_nvml()
     busy = reading_of(meta["after_100GiB"], meta)
     idle = reading_of(meta["idle"], meta)
     assert busy.uuid == WHOLE and busy.processes[0].pid == 430

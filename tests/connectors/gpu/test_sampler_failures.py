@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from connectors.gpu.reading import NvmlReading
 from connectors.gpu.sampler import NvmlSampler
 from models import Envelope, GpuSampleEvent
-from tests.connectors.gpu.test_podresources import reading_of
+from tests.connectors.gpu.readings import h200_nvml, reading_of
 
 
 class FlakyNvml:
@@ -44,9 +42,9 @@ class FlakyNvml:
 
 
 async def test_a_lost_card_is_skipped_logged_once_and_picked_up_again(
-    shared_dir: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    meta = json.loads((shared_dir / "fixtures" / "h200" / "nvml_oom.txt").read_text())
+    meta = h200_nvml()
     card = reading_of(meta["idle"], meta)
     nvml = FlakyNvml([card, replace(card, index=1, uuid="GPU-second")], card_down={1, 2},
                      xid_down={3})  # fmt: skip

@@ -13,12 +13,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client import CollectorRegistry
 
-from connectors.kafka.live import LiveMetrics, LiveStage, LiveStream, PublisherOutlet
+from connectors.kafka.outlet import PublisherOutlet
 from connectors.kafka.publisher import EventPublisher
+from connectors.live_stage import LiveMetrics, LiveStage
 from models import Envelope, GpuSample, GpuSampleEvent, from_json
 from models.progress import SourceProgress
 from streams.app.bus import Bus
 from streams.distributed import topics
+from streams.runner.live_stream import LiveStream
 
 T0 = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 DELAY_S = 2.0

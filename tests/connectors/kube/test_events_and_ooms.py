@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from kubernetes_asyncio.client import ApiClient
 
 from models import Envelope, KubeResource, PodEvent, SchedulerEvent, SchedulingEvent
-from streams.profiles.join import ProfileJoin
+from streams.profiles.operators import ProfileJoin
 from tests.connectors.kube.helpers import Collector, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import T0, event, node, oom_status, pod

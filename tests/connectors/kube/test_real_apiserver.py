@@ -43,8 +43,8 @@ from prometheus_client import CollectorRegistry
 from connectors.kube import KubeSource, Reflector, api_client_for
 from connectors.kube.api import KubeApiError, Page
 from models import Envelope, KubeResource, KubeSettings, NodeEvent, PodEvent, PodPhase
-from tests.conftest import ApiServer
 from tests.connectors.kube.helpers import Collector, kube_settings
+from tests.local_apiserver import ApiServer
 
 pytestmark = pytest.mark.apiserver
 

@@ -1,5 +1,5 @@
-"""Live sources onto the bus: hold their events briefly, send them in event-time order, report
-progress every second.
+"""Live sources onto a bus (Kafka, or the embedded runner in process): hold their events
+briefly, send them in event-time order, report progress every second.
 
 A publisher's progress report promises that nothing earlier follows, so its events must go out
 in event-time order. Live sources do not emit in that order: a Kubernetes Event carries its own
@@ -25,19 +25,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from aiokafka import AIOKafkaProducer
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from connectors.kafka.publisher import EventPublisher
-from models import Envelope, to_json
+from models import Envelope
 
 __all__ = [
+    "Emit",
     "LiveMetrics",
     "LiveReorder",
     "LiveStage",
-    "LiveStream",
     "Outlet",
-    "PublisherOutlet",
     "Release",
 ]
 
@@ -304,92 +301,3 @@ class LiveStage:
         )
         self._late_logged_at = now
         self._late_since_log = 0
-
-
-class PublisherOutlet:
-    """The Kafka side of a live stage: events in order and progress through the source's
-    ``EventPublisher``; late events through a producer of their own that reports no progress,
-    since the publisher rightly refuses an event older than the last one it sent."""
-
-    def __init__(self, publisher: EventPublisher, *, bootstrap: str) -> None:
-        self.publisher = publisher
-        self.bootstrap = bootstrap
-        self.late_sent = 0
-        self._late: AIOKafkaProducer | None = None
-
-    async def start(self) -> None:
-        await self.publisher.start()
-
-    async def send(self, env: Envelope) -> None:
-        await self.publisher.publish(env)
-
-    async def send_late(self, env: Envelope) -> None:
-        if self._late is None:  # rare: started on first use, not for every source
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap,
-                client_id="gpufrag-publisher-late",
-                acks="all",
-                enable_idempotence=True,
-                request_timeout_ms=120_000,
-            )
-            await producer.start()
-            self._late = producer
-        topic = self.publisher.topic_of[env.kind.value]
-        await self._late.send(topic, key=env.key.encode(), value=to_json(env))
-        self.late_sent += 1
-
-    async def progress(self, upto: datetime) -> None:
-        await self.publisher.report_progress(upto)
-
-    async def stop(self) -> None:
-        """Flush and close both producers (what is in flight is delivered first)."""
-        try:
-            if self._late is not None:
-                await self._late.stop()
-        finally:
-            await self.publisher.stop()
-
-
-_END = object()
-
-
-class LiveStream:
-    """The embedded runner's side of a live stage: what the stage sends, as the async iterator
-    the runner reads, ending at ``end()``. Bounded, so a slow pipeline slows the stage (and,
-    through ``max_held``, the sources) instead of growing memory."""
-
-    def __init__(self, *, maxsize: int = 2048) -> None:
-        self._queue: asyncio.Queue[object] = asyncio.Queue(maxsize)
-        self._ended = False
-
-    async def send(self, env: Envelope) -> None:
-        await self._queue.put(env)
-
-    async def send_late(self, env: Envelope) -> None:
-        """The runner applies it at once and counts it (``InstantAnalysis.late``)."""
-        await self._queue.put(env)
-
-    async def progress(self, upto: datetime) -> None:
-        """The embedded runner closes an instant when the next event's time passes it."""
-        del upto
-
-    def end(self) -> None:
-        """No more events: the iterator stops after what is queued. Never waits, so a stage
-        being torn down can always end the stream. A reader waiting on an empty queue gets the
-        end marker; one facing a full queue sees ``_ended`` once it has drained it."""
-        self._ended = True
-        with contextlib.suppress(asyncio.QueueFull):
-            self._queue.put_nowait(_END)
-
-    def __aiter__(self) -> LiveStream:
-        return self
-
-    async def __anext__(self) -> Envelope:
-        if self._ended and self._queue.empty():
-            raise StopAsyncIteration
-        item = await self._queue.get()
-        if item is _END:
-            self._ended = True
-            raise StopAsyncIteration
-        assert isinstance(item, Envelope)
-        return item

@@ -1,0 +1,63 @@
+"""What a detector is: a reader of the cluster view that opens and resolves signals.
+
+The cluster operator tells every enabled detector what changed (a node, a task, the typical
+pods) and that event time moved; a detector overrides only the hooks it needs. Its deferred
+work is announced through ``next_due`` so that both runners do it at the same event time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import ClassVar
+
+from models import DetectorSettings, Signal
+from streams.detectors.book import SignalBook
+from streams.detectors.view import ClusterView, TaskChange
+
+
+class Detector:
+    name: ClassVar[str]
+    """The detector's name, also its settings group in ``DetectorSettings``."""
+
+    def __init__(self, view: ClusterView, book: SignalBook) -> None:
+        self.view = view
+        self.book = book
+
+    @classmethod
+    def build(
+        cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
+    ) -> Detector | None:
+        """The detector as configured, or None when its settings turn it off."""
+        raise NotImplementedError
+
+    def on_node(self, name: str) -> list[Signal]:
+        """Node ``name`` changed or is gone (the view already holds the change)."""
+        return []
+
+    def on_task(self, key: str, change: TaskChange) -> list[Signal]:
+        return []
+
+    def on_typical(self) -> list[Signal]:
+        """The typical pods were rebuilt, so every node's fragment was re-measured."""
+        return []
+
+    def advance(self, at: datetime) -> list[Signal]:
+        return []
+
+    def next_due(self) -> datetime | None:
+        return None
+
+    def flush(self) -> list[Signal]:
+        return []
+
+    def counts(self) -> Mapping[str, int]:
+        """Figures the detector adds to the cluster summary (``ClusterFragmentation`` fields)."""
+        return {}
+
+    def clock_state(self) -> dict[str, object]:
+        """What decides when its deferred work falls due (JSON-ready), for a restarted host."""
+        return {}
+
+    def restore_clock(self, state: dict[str, object]) -> None:
+        del state

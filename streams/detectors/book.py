@@ -1,0 +1,67 @@
+"""The signal book: which signals are open, and the one way to open or resolve one.
+
+Every detector opens and resolves through it, so fingerprints, the "opened once until resolved"
+rule and the resolution time (never before the opening) are the same for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from models import Scope, Severity, Signal, SignalKind, fingerprint_of
+
+
+class SignalBook:
+    def __init__(self, *, clock: Callable[[], datetime | None]) -> None:
+        self._clock = clock
+        self.open: dict[str, Signal] = {}
+        self.dirty: set[str] = set()
+        """Fingerprints opened or resolved since the last snapshot."""
+
+    def opened(
+        self,
+        kind: SignalKind,
+        scope: Scope,
+        scope_id: str,
+        *,
+        severity: Severity,
+        summary: str,
+        evidence: dict[str, object],
+    ) -> list[Signal]:
+        """Open the signal unless it is open already; returns what changed."""
+        fp = fingerprint_of(kind, scope, scope_id)
+        at = self._clock()
+        if fp in self.open or at is None:
+            return []
+        sig = Signal.model_validate(
+            {
+                "kind": kind,
+                "scope": scope,
+                "scope_id": scope_id,
+                "severity": severity,
+                "fingerprint": fp,
+                "summary": summary,
+                "evidence": evidence,
+                "opened_at": at,
+                "resolved_at": None,
+                "state": "open",
+            }
+        )
+        self.open[fp] = sig
+        self.dirty.add(fp)
+        return [sig]
+
+    def resolved(self, kind: SignalKind, scope: Scope, scope_id: str) -> list[Signal]:
+        return self.resolve_fingerprint(fingerprint_of(kind, scope, scope_id))
+
+    def resolve_fingerprint(self, fp: str) -> list[Signal]:
+        sig = self.open.pop(fp, None)
+        now = self._clock()
+        if sig is None or now is None:
+            return []
+        self.dirty.add(fp)
+        return [sig.resolved(max(now, sig.opened_at))]
+
+    def is_open(self, kind: SignalKind, scope: Scope, scope_id: str) -> bool:
+        return fingerprint_of(kind, scope, scope_id) in self.open

@@ -1,0 +1,233 @@
+"""The cluster operator: the cluster view, the signal book and the enabled detectors as one
+operator over profile deltas.
+
+Per-node work (a node's fragment, whether it strands GPUs) happens on that node's change; the
+checks that look at every node run when a detector says they fall due, which keeps the cost per
+event independent of the cluster's size. Hosts ask for the cluster's state after an instant
+(``report``), with the pending explanations when they were re-evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import orjson
+
+from models import (
+    MILLI_PER_GPU,
+    AnalysisSettings,
+    DetectorSettings,
+    NodeProfile,
+    Signal,
+    TaskProfile,
+    from_json,
+    to_json,
+)
+from models.analysis import ClusterFragmentation, Explanation, InstantReport
+from streams.detectors.base import Detector
+from streams.detectors.book import SignalBook
+from streams.detectors.registry import DETECTORS
+from streams.detectors.unplaceable import UnplaceablePending
+from streams.detectors.view import ClusterView
+from streams.fragmentation.capacity import CapacityIndex
+from streams.fragmentation.shapes import TypicalPods
+from streams.operator import StateChanges
+from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+
+CLOCK = "clock"
+
+
+class ClusterAnalysis:
+    """State entries: ``n/<node>`` and ``t/<pod>`` (the profiles it holds), ``o/<fingerprint>``
+    (open signals) and ``clock`` (what decides when deferred work falls due)."""
+
+    def __init__(
+        self,
+        *,
+        view: AnalysisSettings | None = None,
+        detectors: DetectorSettings | None = None,
+        typical: TypicalPods | None = None,
+        kinds: Sequence[type[Detector]] = DETECTORS,
+    ) -> None:
+        self.view = ClusterView(settings=view or AnalysisSettings(), typical=typical)
+        self.book = SignalBook(clock=lambda: self.view.now)
+        settings = detectors or DetectorSettings()
+        built = (kind.build(self.view, self.book, settings) for kind in kinds)
+        self.detectors: list[Detector] = [d for d in built if d is not None]
+        self._unplaceable = next(
+            (d for d in self.detectors if isinstance(d, UnplaceablePending)), None
+        )
+        self._reported_evaluations = 0
+        self._snapshot_clock = b""
+
+    # --- views for hosts and tests -----------------------------------------------------------
+
+    @property
+    def now(self) -> datetime | None:
+        return self.view.now
+
+    @property
+    def index(self) -> CapacityIndex:
+        return self.view.index
+
+    @property
+    def typical(self) -> TypicalPods:
+        return self.view.typical
+
+    @property
+    def tasks(self) -> dict[str, TaskProfile]:
+        return self.view.tasks
+
+    @property
+    def open(self) -> dict[str, Signal]:
+        return self.book.open
+
+    @property
+    def explanations(self) -> dict[str, Explanation]:
+        return {} if self._unplaceable is None else self._unplaceable.explanations
+
+    @property
+    def evaluations(self) -> int:
+        return 0 if self._unplaceable is None else self._unplaceable.evaluations
+
+    def summary(self) -> ClusterFragmentation:
+        ix = self.view.index
+        counts: dict[str, int] = {"unplaceable_pods": 0, "stranded_nodes": 0}
+        for d in self.detectors:
+            counts.update(d.counts())
+        return ClusterFragmentation(
+            nodes=len(ix),
+            capacity_gpus=ix.capacity_milli / MILLI_PER_GPU,
+            idle_gpus=ix.idle_milli / MILLI_PER_GPU,
+            frag_gpus=ix.frag_milli / MILLI_PER_GPU,
+            frag_amount_pct=ix.frag_amount_pct,
+            frag_ratio_pct=ix.frag_ratio_pct,
+            typical_pods=len(self.view.typical),
+            pending_pods=len(self.view.pending),
+            unplaceable_pods=counts["unplaceable_pods"],
+            stranded_nodes=counts["stranded_nodes"],
+        )
+
+    # --- the operator ------------------------------------------------------------------------
+
+    def apply(self, item: ProfileUpdate) -> list[Signal]:
+        view = self.view
+        view.see(item.at)
+        out: list[Signal] = []
+        if isinstance(item, NodeProfileUpdate):
+            view.put_node(item.name, item.profile)
+            for d in self.detectors:
+                out += d.on_node(item.name)
+            return out
+        change = view.put_task(item.key, item.profile)
+        for d in self.detectors:
+            out += d.on_task(item.key, change)
+        return out
+
+    def advance(self, event_time: datetime) -> list[Signal]:
+        view = self.view
+        if view.now is not None and event_time < view.now:
+            # late input never moves the clock back, but its changes are still checked now
+            event_time = view.now
+        view.now = event_time
+        out: list[Signal] = []
+        if view.typical_due(event_time):
+            out += self._rebuild_typical(event_time)
+        for d in self.detectors:
+            out += d.advance(event_time)
+        return out
+
+    def next_due(self) -> datetime | None:
+        dues = [self.view.typical_next_due(), *(d.next_due() for d in self.detectors)]
+        present = [d for d in dues if d is not None]
+        return min(present) if present else None
+
+    def flush(self) -> list[Signal]:
+        """Evaluate whatever is outstanding now, e.g. at the end of a replay."""
+        now = self.view.now
+        if now is None:
+            return []
+        out: list[Signal] = []
+        if self.view.typical_dirty:
+            out += self._rebuild_typical(now)
+        for d in self.detectors:
+            out += d.flush()
+        return out
+
+    def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
+        """The cluster's state at ``at``, with the pending explanations when they were
+        re-evaluated since the last report (``explain`` decides instead when given)."""
+        evaluated = self.evaluations != self._reported_evaluations
+        self._reported_evaluations = self.evaluations
+        explanations = None
+        if evaluated if explain is None else explain:
+            tasks = self.view.tasks
+            explanations = {k: (e, tasks[k]) for k, e in self.explanations.items() if k in tasks}
+        return InstantReport(at=at, summary=self.summary(), explanations=explanations)
+
+    def _rebuild_typical(self, at: datetime) -> list[Signal]:
+        self.view.rebuild_typical(at)
+        out: list[Signal] = []
+        for d in self.detectors:
+            out += d.on_typical()
+        return out
+
+    # --- state -------------------------------------------------------------------------------
+
+    def snapshot(self) -> StateChanges:
+        out: StateChanges = {}
+        view = self.view
+        for entry in sorted(view.dirty):
+            name = entry[2:]
+            profile: NodeProfile | TaskProfile | None = (
+                view.nodes.get(name) if entry.startswith("n/") else view.tasks.get(name)
+            )
+            out[entry] = None if profile is None else profile.model_dump_json().encode()
+        for fp in sorted(self.book.dirty):
+            sig = self.book.open.get(fp)
+            out[f"o/{fp}"] = None if sig is None else to_json(sig)
+        view.dirty.clear()
+        self.book.dirty.clear()
+        clock = orjson.dumps(self._clock_state())
+        if clock != self._snapshot_clock:  # most deltas move no schedule: no write for them
+            out[CLOCK] = self._snapshot_clock = clock
+        return out
+
+    def restore(self, entries: Mapping[str, bytes]) -> None:
+        """The view as it was: its profiles applied again silently, the open signals and the
+        schedule of deferred work put back. Learned typical pods come back from the tasks still
+        held, not from every pod ever seen."""
+        raw_clock = entries.get(CLOCK)
+        if raw_clock is None:
+            return
+        opened: dict[str, Signal] = {}
+        for k in sorted(entries):
+            raw = entries[k]
+            if k.startswith("n/"):
+                node = NodeProfile.model_validate_json(raw)
+                self.apply(NodeProfileUpdate(k[2:], node, node.updated_at))
+            elif k.startswith("t/"):
+                task = TaskProfile.model_validate_json(raw)
+                self.apply(TaskProfileUpdate(k[2:], task, task.created_at))
+            elif k.startswith("o/"):
+                opened[k[2:]] = from_json(Signal, raw)
+        clock = orjson.loads(raw_clock)
+        view_clock = clock["view"]
+        if view_clock.get("now") and self.view.fixed_typical is None:
+            self._rebuild_typical(datetime.fromisoformat(view_clock["now"]))
+        self.view.restore_clock(view_clock)
+        for d in self.detectors:
+            if d.name in clock:
+                d.restore_clock(clock[d.name])
+        self._reported_evaluations = self.evaluations
+        self.book.open = opened
+        self.view.dirty.clear()
+        self.book.dirty.clear()
+
+    def _clock_state(self) -> dict[str, object]:
+        state: dict[str, object] = {"view": self.view.clock_state()}
+        for d in self.detectors:
+            if s := d.clock_state():
+                state[d.name] = s
+        return state

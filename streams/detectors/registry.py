@@ -1,0 +1,14 @@
+"""The detectors the cluster operator hosts, in the order they hear of each change."""
+
+from __future__ import annotations
+
+from streams.detectors.base import Detector
+from streams.detectors.fragmentation import ClusterFragmentationDetector
+from streams.detectors.stranded import StrandedGpus
+from streams.detectors.unplaceable import UnplaceablePending
+
+DETECTORS: tuple[type[Detector], ...] = (
+    StrandedGpus,
+    ClusterFragmentationDetector,
+    UnplaceablePending,
+)

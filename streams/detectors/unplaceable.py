@@ -1,0 +1,199 @@
+"""Unplaceable pending pods and gangs: they fit the cluster's free total but no node (or no set
+of nodes), with the blocking reasons per node and the nodes closest to fitting.
+
+Each evaluation checks every pending pod against every node, so it runs at most every
+``evaluate_every_s`` of event time and only when something changed; a pod that is bound or
+gone is resolved at once, so the resolution carries the time it happened.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from models import DetectorSettings, PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
+from models.analysis import Explanation
+from models.settings import UnplaceablePendingSettings
+from streams.detectors.base import Detector
+from streams.detectors.book import SignalBook
+from streams.detectors.view import ClusterView, TaskChange
+from streams.fragmentation.pending import check_gang, explain_task
+
+
+class UnplaceablePending(Detector):
+    name = "unplaceable_pending"
+
+    def __init__(
+        self, view: ClusterView, book: SignalBook, settings: UnplaceablePendingSettings
+    ) -> None:
+        super().__init__(view, book)
+        self.settings = settings
+        self.explanations: dict[str, Explanation] = {}
+        self.changed = False
+        self.evaluated_at: datetime | None = None
+        self.evaluations = 0
+        """Pending-queue evaluations so far; hosts keep explanations when it moves."""
+
+    @classmethod
+    def build(
+        cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
+    ) -> Detector | None:
+        s = settings.unplaceable_pending
+        return cls(view, book, s) if s.enabled else None
+
+    # --- hooks ---------------------------------------------------------------------------------
+
+    def on_node(self, name: str) -> list[Signal]:
+        self.changed = True
+        return []
+
+    def on_task(self, key: str, change: TaskChange) -> list[Signal]:
+        if change.pending_changed:
+            self.changed = True
+        if not change.left_pending:
+            return []
+        self.explanations.pop(key, None)
+        return self.book.resolved(SignalKind.UNPLACEABLE_PENDING, Scope.POD, key)
+
+    def on_typical(self) -> list[Signal]:
+        self.changed = True
+        return []
+
+    def advance(self, at: datetime) -> list[Signal]:
+        if self.changed and (
+            self.evaluated_at is None
+            or (at - self.evaluated_at).total_seconds() >= self.settings.evaluate_every_s
+        ):
+            return self._evaluate(at)
+        return []
+
+    def next_due(self) -> datetime | None:
+        if self.changed and self.evaluated_at is not None:
+            return self.evaluated_at + timedelta(seconds=self.settings.evaluate_every_s)
+        return None
+
+    def flush(self) -> list[Signal]:
+        now = self.view.now
+        return self._evaluate(now) if self.changed and now is not None else []
+
+    def counts(self) -> Mapping[str, int]:
+        pending = self.view.pending
+        unplaceable = sum(1 for k, e in self.explanations.items() if e.unplaceable and k in pending)
+        return {"unplaceable_pods": unplaceable}
+
+    def clock_state(self) -> dict[str, object]:
+        at = self.evaluated_at
+        return {
+            "evaluated_at": None if at is None else at.isoformat(),
+            "changed": self.changed,
+            "evaluations": self.evaluations,
+        }
+
+    def restore_clock(self, state: dict[str, object]) -> None:
+        at = state["evaluated_at"]
+        self.evaluated_at = None if at is None else datetime.fromisoformat(str(at))
+        self.changed = bool(state["changed"])
+        self.evaluations = int(str(state["evaluations"]))
+
+    # --- evaluation ----------------------------------------------------------------------------
+
+    def _evaluate(self, at: datetime) -> list[Signal]:
+        self.changed = False
+        self.evaluated_at = at
+        self.evaluations += 1
+        view = self.view
+        self.explanations = {}
+        gangs: defaultdict[tuple[str, str], list[TaskProfile]] = defaultdict(list)
+        for key in sorted(view.pending):
+            task = view.tasks[key]
+            if task.gang is not None:
+                gangs[(key.split("/", 1)[0], task.gang.name)].append(task)
+                continue
+            self.explanations[key] = explain_task(
+                view.index, task, near_miss_nodes=self.settings.near_miss_nodes
+            )
+        out: list[Signal] = []
+        active: set[str] = set()
+        for key, exp in self.explanations.items():
+            if exp.unplaceable:
+                active.add(key)
+                out += self._open_pod(key, exp)
+        for (namespace, gang), members in sorted(gangs.items()):
+            scope_id, signals = self._gang(namespace, gang, members)
+            if signals is not None:
+                active.add(scope_id)
+                out += signals
+        for opened in list(self.book.open.values()):
+            if opened.kind == SignalKind.UNPLACEABLE_PENDING and opened.scope_id not in active:
+                out += self.book.resolve_fingerprint(opened.fingerprint)
+        return out
+
+    def _open_pod(self, key: str, exp: Explanation) -> list[Signal]:
+        task = self.view.tasks[key]
+        top = ", ".join(f"{r.value} on {n} nodes" for r, n in exp.blocking[:3])
+        return self.book.opened(
+            SignalKind.UNPLACEABLE_PENDING,
+            Scope.POD,
+            key,
+            severity=Severity.WARNING,
+            summary=f"{key} fits the cluster's free total but no node: {top}",
+            evidence={"request": _request_evidence(task), **exp.evidence()},
+        )
+
+    def _gang(
+        self, namespace: str, gang: str, members: list[TaskProfile]
+    ) -> tuple[str, list[Signal] | None]:
+        scope_id = f"{namespace}/gang:{gang}"
+        ref = members[0].gang
+        assert ref is not None
+        bound = sum(
+            1
+            for t in self.view.tasks.values()
+            if t.gang is not None
+            and t.gang.name == gang
+            and t.key.startswith(f"{namespace}/")
+            and t.node is not None
+            and t.phase in (PodPhase.PENDING, PodPhase.RUNNING)
+        )
+        needed = ref.min_member - bound
+        if needed <= 0 or needed > len(members):
+            return scope_id, None  # already running, or waiting for members not there yet
+        check = check_gang(
+            self.view.index, members, needed, near_miss_nodes=self.settings.near_miss_nodes
+        )
+        if not check.unplaceable:
+            return scope_id, None
+        evidence: dict[str, object] = {
+            "gang": gang,
+            "min_member": ref.min_member,
+            "bound_members": bound,
+            "pending_members": len(members),
+            "placeable_together": check.placed,
+            "needed": check.needed,
+            "fits_cluster_total": check.fits_cluster_total,
+        }
+        if check.first_failure is not None:
+            evidence["first_failure"] = check.first_failure.evidence()
+        return scope_id, self.book.opened(
+            SignalKind.UNPLACEABLE_PENDING,
+            Scope.POD,
+            scope_id,
+            severity=Severity.WARNING,
+            summary=(
+                f"gang {namespace}/{gang}: only {check.placed} of {check.needed} pending members "
+                "fit together although the cluster has the capacity in total"
+            ),
+            evidence=evidence,
+        )
+
+
+def _request_evidence(task: TaskProfile) -> dict[str, object]:
+    r = task.requests
+    return {
+        "cpu_milli": r.cpu_milli,
+        "memory_mib": r.memory_mib,
+        "gpu_count": r.gpu_count,
+        "gpu_milli": r.gpu_milli,
+        "gpu_models": list(task.gpu_models),
+    }

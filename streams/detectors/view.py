@@ -1,0 +1,167 @@
+"""The cluster view every detector reads: capacity per node, tasks, the pending set, and the
+typical pods that the fragmentation measure weighs idle GPU by.
+
+It changes only through profile deltas and event time; detectors read it and never write it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from models import AnalysisSettings, NodeProfile, PodPhase, TaskProfile
+from streams.fragmentation.capacity import CapacityIndex
+from streams.fragmentation.measure import FragMeasure
+from streams.fragmentation.shapes import PodShape, ShapeCounter, TypicalPods
+
+
+def shape_of(task: TaskProfile) -> PodShape:
+    r = task.requests
+    return PodShape(
+        cpu_milli=r.cpu_milli,
+        gpu_milli=r.gpu_milli,
+        gpu_count=r.gpu_count,
+        gpu_models="|".join(task.gpu_models),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    """What a task delta did to the pending set."""
+
+    pending_changed: bool = False
+    left_pending: bool = False
+    """Bound or gone: whatever said it could not run is over now."""
+
+
+@dataclass(frozen=True, slots=True)
+class SmallestGpuPod:
+    cpu_milli: int
+    memory_mib: int
+
+
+class ClusterView:
+    def __init__(self, *, settings: AnalysisSettings, typical: TypicalPods | None) -> None:
+        self.settings = settings
+        self.fixed_typical = typical
+        self._shapes = ShapeCounter(coverage=settings.coverage)
+        self._min_memory: dict[PodShape, int] = {}
+        self.typical = typical or TypicalPods(pods=(), coverage=settings.coverage, observed_pods=0)
+        self.index = CapacityIndex(FragMeasure(self.typical))
+        self.nodes: dict[str, NodeProfile] = {}
+        self.tasks: dict[str, TaskProfile] = {}
+        self.pending: set[str] = set()
+        self.now: datetime | None = None
+        self.typical_dirty = False
+        self.typical_built_at: datetime | None = None
+        self.dirty: set[str] = set()
+        """State entries (``n/<node>``, ``t/<pod>``) changed since the last snapshot."""
+
+    def see(self, at: datetime) -> None:
+        if self.now is None or at > self.now:
+            self.now = at
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def put_node(self, name: str, profile: NodeProfile | None) -> None:
+        self.dirty.add(f"n/{name}")
+        if profile is None:
+            self.nodes.pop(name, None)
+            self.index.remove(name)
+        else:
+            self.nodes[name] = profile
+            self.index.upsert(profile)
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    def put_task(self, key: str, task: TaskProfile | None) -> TaskChange:
+        self.dirty.add(f"t/{key}")
+        old = self.tasks.get(key)
+        if task is None:
+            self.tasks.pop(key, None)
+            if key in self.pending:
+                self.pending.discard(key)
+                return TaskChange(pending_changed=True, left_pending=True)
+            return TaskChange()
+        task = self._keep_peak(old, task)
+        if old is None and self.fixed_typical is None:
+            shape = shape_of(task)
+            self._shapes.observe(shape)
+            mem = task.requests.memory_mib
+            self._min_memory[shape] = min(mem, self._min_memory.get(shape, mem))
+            self.typical_dirty = True
+        self.tasks[key] = task
+        is_pending = task.node is None and task.phase == PodPhase.PENDING
+        if is_pending == (key in self.pending):
+            return TaskChange()
+        (self.pending.add if is_pending else self.pending.discard)(key)
+        return TaskChange(pending_changed=True, left_pending=not is_pending)
+
+    @staticmethod
+    def _keep_peak(old: TaskProfile | None, task: TaskProfile) -> TaskProfile:
+        """A GPU memory peak comes from telemetry, outside the event order (in the Faust runner
+        it reaches the pod's stage whenever it comes): an older profile must not erase it."""
+        known = None if old is None else old.gpu_memory_peak_mib
+        new = task.gpu_memory_peak_mib
+        if known is None or (new is not None and new >= known):
+            return task
+        return task.model_copy(update={"gpu_memory_peak_mib": known})
+
+    # --- typical pods --------------------------------------------------------------------------
+
+    def typical_due(self, at: datetime) -> bool:
+        if not self.typical_dirty:
+            return False
+        if self.typical_built_at is None:
+            return True
+        # Rebuild on the refresh period, and sooner while the observed workload is still growing
+        # fast (every 10 % more pods), so a young cluster's measure is not stuck on few pods.
+        grown = len(self._shapes.counts) and sum(self._shapes.counts.values()) >= 1.1 * max(
+            1, self.typical.observed_pods
+        )
+        elapsed = (at - self.typical_built_at).total_seconds()
+        return bool(grown) or elapsed >= self.settings.typical_refresh_s
+
+    def typical_next_due(self) -> datetime | None:
+        if self.typical_dirty and self.typical_built_at is not None:
+            return self.typical_built_at + timedelta(seconds=self.settings.typical_refresh_s)
+        return None
+
+    def rebuild_typical(self, at: datetime) -> None:
+        self.typical = self._shapes.typical()
+        self.typical_dirty = False
+        self.typical_built_at = at
+        self.index.set_measure(FragMeasure(self.typical))
+
+    def smallest_gpu_pod(self) -> SmallestGpuPod | None:
+        """The least CPU and memory any typical GPU pod asks for: a node with less left strands
+        its idle GPUs."""
+        gpu_shapes = [tp.shape for tp in self.typical.pods if tp.shape.gpu_count > 0]
+        if not gpu_shapes:
+            return None
+        return SmallestGpuPod(
+            cpu_milli=min(s.cpu_milli for s in gpu_shapes),
+            memory_mib=min(self._min_memory.get(s, 0) for s in gpu_shapes),
+        )
+
+    # --- clock state ---------------------------------------------------------------------------
+
+    def clock_state(self) -> dict[str, object]:
+        return {
+            "now": _iso(self.now),
+            "typical_built_at": _iso(self.typical_built_at),
+            "typical_dirty": self.typical_dirty,
+        }
+
+    def restore_clock(self, state: dict[str, object]) -> None:
+        self.now = _when(state["now"])
+        self.typical_built_at = _when(state["typical_built_at"])
+        self.typical_dirty = bool(state["typical_dirty"])
+
+
+def _iso(t: datetime | None) -> str | None:
+    return None if t is None else t.isoformat()
+
+
+def _when(v: object) -> datetime | None:
+    return None if v is None else datetime.fromisoformat(str(v))

@@ -1,0 +1,210 @@
+"""One keyed stage of the Faust runner: what every agent does the same way.
+
+Decode or dead-letter; hold ordered input until every source of the partition has reported
+progress past it (``ordering.Reorder``); release it in order, acknowledging each item only once
+its state is written; record how far the partition released; drop redelivered copies; forget
+everything held when partitions are revoked. What differs between stages (what a message is,
+which operator it feeds, where the outputs go) is a ``StageLogic`` of about fifty lines.
+
+Held input is never acknowledged, so after a crash or a rebalance Kafka hands it to the
+partition's next owner. Each partition's latest progress report per channel is held
+unacknowledged too: a restarted owner reads it again after the items it covers, and can release
+them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from models.progress import SourceProgress
+from streams.distributed.codec import describe_error
+from streams.distributed.ordering import Reorder, Watermarks
+from streams.instants import OrderKey
+
+log = logging.getLogger(__name__)
+
+Reject = Callable[[Any, str], Awaitable[None]]
+"""Dead-letter one message (the Faust event) with a reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """An item to apply in event-time order."""
+
+    order: OrderKey
+    item: object
+    derived: bool = False
+    """Made by an upstream stage: a copy behind the mark is that stage re-sending after its
+    restart (a redelivery), never a broken promise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """Telemetry (a GPU memory peak): applied as it comes, never held or waited for."""
+
+    item: object
+
+
+Decoded = SourceProgress | Held | Direct | None
+"""None: nothing to do with this message (acknowledged)."""
+
+
+class StageLogic(Protocol):
+    name: str
+
+    def decode(self, topic: str, raw: bytes) -> Decoded:
+        """Raises on a message that is not one of ours; it is dead-lettered."""
+        ...
+
+    async def apply(self, order: OrderKey | None, item: object) -> None:
+        """Feed the operator, write its state, send its outputs (order None: a Direct item)."""
+        ...
+
+    async def settle(self, p: int, upto: datetime) -> None:
+        """Partition ``p`` released everything up to ``upto``; called before that is marked."""
+        ...
+
+    async def report(self, p: int, upto: datetime) -> None:
+        """After the mark: tell the stages downstream how far this partition is complete."""
+        ...
+
+    def reset(self) -> None:
+        """Partitions were revoked: forget in-memory operator state (the tables keep it)."""
+        ...
+
+
+@dataclass(slots=True)
+class StageCounters:
+    counts: dict[str, int]
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+
+def released_key(p: int) -> bytes:
+    # "~" appears in no pod key, node name or operator state entry
+    return f"~released/{p}".encode()
+
+
+def sources_key(p: int) -> bytes:
+    return f"~sources/{p}".encode()
+
+
+class KeyedStage:
+    def __init__(
+        self,
+        logic: StageLogic,
+        *,
+        table: Any,
+        marks: Callable[[], Watermarks],
+        reject: Reject,
+        counters: StageCounters,
+    ) -> None:
+        self.logic = logic
+        self.table = table
+        self._marks = marks
+        self._reject = reject
+        self.counters = counters
+        self.buffers: dict[int, Reorder[Any]] = {}
+        self._held: dict[int, dict[tuple[str, str], Any]] = {}
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(b) for b in self.buffers.values())
+
+    async def run(self, stream: Any) -> AsyncIterator[None]:
+        """The agent's body."""
+        s = stream.noack()
+        async for event in s.events():
+            await self.on_event(s, event)
+            yield None
+
+    async def on_event(self, s: Any, event: Any) -> None:
+        msg = event.message
+        try:
+            decoded = self.logic.decode(msg.topic, event.value)
+        except Exception as exc:  # not one of ours: dead letter, go on
+            await self._reject(event, describe_error(exc))
+            await s.ack(event)
+            return
+        if decoded is None:
+            await s.ack(event)
+        elif isinstance(decoded, SourceProgress):
+            await self._progress(s, msg.partition, event, decoded)
+        elif isinstance(decoded, Direct):
+            await self.logic.apply(None, decoded.item)
+            await s.ack(event)
+        else:
+            buf = self.buffer(msg.partition)
+            why = buf.lateness(decoded.order.at)
+            if why is None:
+                buf.add(decoded.order, (event, decoded.item))
+            else:
+                await self._drop_late(s, event, "redelivered" if decoded.derived else why, buf)
+
+    def buffer(self, p: int) -> Reorder[Any]:
+        buf = self.buffers.get(p)
+        if buf is None:
+            buf = Reorder(self._marks())
+            raw = self.table.get(released_key(p))
+            if raw is not None:
+                buf.released = buf.restored = datetime.fromisoformat(raw.decode())
+            known = self.table.get(sources_key(p))
+            if known is not None:
+                buf.watermarks.expect(known)
+            self.buffers[p] = buf
+        return buf
+
+    def revoked(self, partitions: set[int]) -> None:
+        """Held input was not acknowledged: the partitions' next owners read it again."""
+        for p in partitions:
+            self.buffers.pop(p, None)
+            self._held.pop(p, None)
+        self.logic.reset()
+
+    async def _progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
+        buf = self.buffer(p)
+        before = buf.watermarks.known()
+        buf.watermarks.on_progress(event.message.topic, progress)
+        after = buf.watermarks.known()
+        if after != before:  # a new source: waited for after a restart too
+            self.table[sources_key(p)] = after
+        await self._hold_progress(s, p, event, progress)
+        wm, ready = buf.ready()
+        if wm is None:
+            return
+        for order, (ev, item) in ready:
+            if self.buffers.get(p) is not buf:
+                return  # revoked meanwhile: its next owner redoes the rest, so no mark
+            await self.logic.apply(order, item)
+            await s.ack(ev)
+        self.counters.add("released", len(ready))
+        await self.logic.settle(p, wm)
+        self.table[released_key(p)] = wm.isoformat().encode()
+        await self.logic.report(p, wm)
+
+    async def _hold_progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
+        """Keep a channel's latest report unacknowledged: after a crash it is read again, after
+        the items it covers, so the restarted stage can release them."""
+        channel = (progress.source, event.message.topic)
+        per = self._held.setdefault(p, {})
+        prev = per.get(channel)
+        per[channel] = event
+        if prev is not None:
+            await s.ack(prev)
+
+    async def _drop_late(self, s: Any, event: Any, why: str, buf: Reorder[Any]) -> None:
+        if why == "redelivered":
+            self.counters.add("redelivered")
+        else:  # never silently: the source promised this would not come
+            assert buf.released is not None
+            await self._reject(
+                event,
+                f"late: event time at or before {buf.released.isoformat()}, which its source "
+                "had already reported complete",
+            )
+        await s.ack(event)

@@ -1,0 +1,242 @@
+"""The three stages of the Faust runner, each the pipeline's operator for its key:
+
+- tasks (keyed by pod): pod events, scheduler events and GPU memory peaks -> ``TaskJoin``;
+  sends task deltas to the cluster view and bindings to the pod's node;
+- nodes (keyed by node): node events, GPU samples and bindings -> ``NodeJoin``; sends node deltas
+  to the cluster view and memory peaks to the pod;
+- cluster view (one partition, low rate): deltas -> ``ClusterAnalysis``, one event-time instant
+  at a time; sends signals.
+
+Keyed operators' state lives in the stage's table, one entry per key, and is loaded into the
+operator when a key is first used after a start or a rebalance; the cluster view is restored
+whole from its table on first use.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from models import GpuSampleEvent, NodeEvent, PodEvent, SchedulingEvent, Signal, to_json
+from models.progress import SourceProgress
+from streams.detectors.cluster import ClusterAnalysis
+from streams.distributed.codec import DecodeError, decode, decode_input, encode, encode_progress
+from streams.distributed.stage import Decoded, Direct, Held, released_key
+from streams.instants import Instants, OrderKey
+from streams.operator import StateChanges
+from streams.pipeline import PipelineDef
+from streams.profiles.join import Binding, NodeProfileUpdate, PeakReport, TaskProfileUpdate
+from streams.profiles.operators import NODE_RANK, TASK_RANK, NodeInput, TaskInput
+
+log = logging.getLogger(__name__)
+
+TELEMETRY = OrderKey(datetime.min, "\uffff", 0, "", 2)
+"""Order of a telemetry-driven delta within its instant: after the instant's ordered deltas."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outlets:
+    """The worker's output topics, and the names of the input topics a stage tells apart."""
+
+    bindings: Any
+    peaks: Any
+    deltas: Any
+    signals: Any
+    peaks_topic: str
+    bindings_topic: str
+    binding_partitions: int
+
+
+def persist(table: Any, changes: StateChanges) -> None:
+    for key, value in changes.items():
+        if value is None:
+            table.pop(key.encode(), None)
+        else:
+            table[key.encode()] = value
+
+
+def ordered(item: Any) -> OrderKey:
+    return OrderKey(item.event_time, item.source, item.seq or 0, item.id)
+
+
+class TaskLogic:
+    name = "tasks"
+
+    def __init__(self, pipeline: PipelineDef, table: Any, out: Outlets) -> None:
+        self.pipeline, self.table, self.out = pipeline, table, out
+        self.reset()
+
+    def reset(self) -> None:
+        self.op = self.pipeline.task_join()
+        self.loaded: set[str] = set()
+
+    def decode(self, topic: str, raw: bytes) -> Decoded:
+        if topic == self.out.peaks_topic:
+            decoded = decode(raw)
+            if isinstance(decoded, SourceProgress):
+                return None  # peaks are telemetry: not waited for
+            peak, _ = decoded
+            if not isinstance(peak, PeakReport):
+                raise DecodeError(f"expected a peak report, got {type(peak).__name__}")
+            return Direct(TaskInput(peak.key, peak, peak.at))
+        item = decode_input(raw)
+        if isinstance(item, SourceProgress):
+            return item
+        p = item.payload
+        if not isinstance(p, PodEvent | SchedulingEvent):
+            raise DecodeError(f"a {item.kind.value} event on {topic}")
+        if isinstance(p, SchedulingEvent) and not p.event.pod_name:
+            return Held(ordered(item), None)  # about a node: nothing for a task, still in order
+        return Held(ordered(item), TaskInput(item.key, p, item.event_time, item.id))
+
+    async def apply(self, order: OrderKey | None, item: object) -> None:
+        if item is None:
+            return
+        assert isinstance(item, TaskInput)
+        if item.key not in self.loaded:
+            raw = self.table.get(item.key.encode())
+            self.op.restore({} if raw is None else {item.key: raw})
+            self.loaded.add(item.key)
+        outs = self.op.apply(item)
+        persist(self.table, self.op.snapshot())
+        deltas = [o for o in outs if isinstance(o, TaskProfileUpdate)]
+        for sub, u in enumerate(deltas):
+            o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
+            await self.out.deltas.send(key=item.key.encode(), value=encode(u, order=o))
+        binds = [o for o in outs if isinstance(o, Binding)]
+        for sub, b in enumerate(binds):
+            o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
+            await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
+
+    async def settle(self, p: int, upto: datetime) -> None:
+        pass
+
+    async def report(self, p: int, upto: datetime) -> None:
+        progress = encode_progress(SourceProgress(source=f"tasks/{p}", upto=upto, kinds=()))
+        for n in range(self.out.binding_partitions):
+            await self.out.bindings.send(key=b"", value=progress, partition=n)
+        await self.out.deltas.send(key=b"", value=progress, partition=0)
+
+
+class NodeLogic:
+    name = "nodes"
+
+    def __init__(self, pipeline: PipelineDef, table: Any, out: Outlets) -> None:
+        self.pipeline, self.table, self.out = pipeline, table, out
+        self.reset()
+
+    def reset(self) -> None:
+        self.op = self.pipeline.node_join()
+        self.loaded: set[str] = set()
+
+    def decode(self, topic: str, raw: bytes) -> Decoded:
+        if topic == self.out.bindings_topic:
+            decoded = decode(raw)
+            if isinstance(decoded, SourceProgress):
+                return decoded
+            b, order = decoded
+            if not isinstance(b, Binding) or order is None:
+                raise DecodeError(f"expected an ordered binding, got {type(b).__name__}")
+            return Held(order, NodeInput(b.node, b, b.at), derived=True)
+        item = decode_input(raw)
+        if isinstance(item, SourceProgress):
+            return item
+        p = item.payload
+        if isinstance(p, NodeEvent):
+            return Held(ordered(item), NodeInput(p.node.name, p, item.event_time))
+        if isinstance(p, GpuSampleEvent):
+            return Held(ordered(item), NodeInput(p.sample.node, p.sample, item.event_time))
+        raise DecodeError(f"a {item.kind.value} event on {topic}")
+
+    async def apply(self, order: OrderKey | None, item: object) -> None:
+        assert isinstance(item, NodeInput) and order is not None
+        if item.node not in self.loaded:
+            raw = self.table.get(item.node.encode())
+            self.op.restore({} if raw is None else {item.node: raw})
+            self.loaded.add(item.node)
+        outs = self.op.apply(item)
+        persist(self.table, self.op.snapshot())
+        deltas = [o for o in outs if isinstance(o, NodeProfileUpdate)]
+        for sub, u in enumerate(deltas):
+            # a binding's delta keeps the binding's place among its pod's outputs
+            o = order._replace(
+                rank=NODE_RANK, sub=order.sub if isinstance(item.item, Binding) else sub
+            )
+            await self.out.deltas.send(key=item.node.encode(), value=encode(u, order=o))
+        for pk in (o for o in outs if isinstance(o, PeakReport)):
+            await self.out.peaks.send(key=pk.key.encode(), value=encode(pk, order=None))
+
+    async def settle(self, p: int, upto: datetime) -> None:
+        pass
+
+    async def report(self, p: int, upto: datetime) -> None:
+        progress = encode_progress(SourceProgress(source=f"nodes/{p}", upto=upto, kinds=()))
+        await self.out.deltas.send(key=b"", value=progress, partition=0)
+
+
+class ClusterLogic:
+    name = "cluster"
+
+    def __init__(
+        self, pipeline: PipelineDef, table: Any, out: Outlets, counts: dict[str, int]
+    ) -> None:
+        self.pipeline, self.table, self.out, self.counts = pipeline, table, out, counts
+        self._instants: Instants[Any, Signal] | None = None
+
+    def reset(self) -> None:
+        self._instants = None
+
+    def instants(self) -> Instants[Any, Signal]:
+        """The cluster view, restored from the table on first use after a start or rebalance."""
+        if self._instants is None:
+            op = self.pipeline.cluster()
+            ia: Instants[Any, Signal] = Instants(op)
+            raw_released = self.table.get(released_key(0))
+            entries = {k.decode(): v for k, v in self.table.items() if not k.startswith(b"~")}
+            if raw_released is not None and "clock" in entries:
+                op.restore(entries)
+                ia.watermark = datetime.fromisoformat(raw_released.decode())
+                _log_rebuilt(op, ia.watermark)
+            self._instants = ia
+        return self._instants
+
+    def decode(self, topic: str, raw: bytes) -> Decoded:
+        decoded = decode(raw)
+        if isinstance(decoded, SourceProgress):
+            return decoded
+        delta, order = decoded
+        if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate):
+            raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
+        if order is None:
+            return Direct(delta)  # telemetry-driven (a memory peak): applied as it comes
+        return Held(order, delta, derived=True)
+
+    async def apply(self, order: OrderKey | None, item: object) -> None:
+        assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate)
+        key = order if order is not None else TELEMETRY._replace(at=item.at)
+        await self._publish(self.instants().add(key, item))
+
+    async def settle(self, p: int, upto: datetime) -> None:
+        await self._publish(self.instants().release(upto))
+
+    async def report(self, p: int, upto: datetime) -> None:
+        pass
+
+    async def _publish(self, outputs: list[Signal]) -> None:
+        ia = self.instants()
+        persist(self.table, ia.op.snapshot())
+        for sig in outputs:
+            self.counts["signals"] = self.counts.get("signals", 0) + 1
+            await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
+
+
+def _log_rebuilt(op: ClusterAnalysis, at: datetime) -> None:
+    log.info(
+        "cluster view rebuilt at %s: %d nodes, %d tasks, %d open signals",
+        at.isoformat(),
+        len(op.view.nodes),
+        len(op.view.tasks),
+        len(op.open),
+    )

@@ -1,0 +1,113 @@
+"""Event-time instants for an operator, shared by both runners.
+
+The operator sees its input one instant at a time: every item of an event time is applied, then
+the operator advances to that time, and nothing from a later time is applied before. Its own
+deferred work (``next_due``: a pending-queue evaluation, a typical-pods rebuild) happens at the
+event time it falls due. Together this makes its outputs a function of the items and their event
+times alone: the embedded runner (input already in order) and the Faust cluster view (deltas from
+many partitions, released by a watermark) produce the same signals, however the deltas
+interleave on the way.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from streams.operator import Operator
+
+
+class OrderKey(NamedTuple):
+    """Where a delta sits in the source's order: the event that caused it (time, source, the
+    source's sequence number, id), then which stage made it (``rank``: 0 the pod's, 1 a
+    node's) and its position among that stage's outputs for the event (``sub``). Deltas of one
+    key always keep their causes' order, which is all the analysis's result depends on."""
+
+    at: datetime
+    source: str
+    seq: int
+    id: str
+    rank: int = 0
+    sub: int = 0
+
+
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+
+class Instants(Generic[In, Out]):
+    """Holds an operator's input until its instant is released, then applies and advances."""
+
+    def __init__(self, op: Operator[In, Out]) -> None:
+        self.op = op
+        self._heap: list[tuple[OrderKey, int, Any]] = []
+        self._pushed = 0
+        self.watermark: datetime | None = None
+        """Every delta at or before this time has been applied."""
+        self.late = 0
+        """Deltas that came after the watermark had passed their time (applied on arrival)."""
+
+    @property
+    def buffered(self) -> int:
+        return len(self._heap)
+
+    def add(self, key: OrderKey, item: In) -> list[Out]:
+        """Hold an item until its instant is released; one that is already late (its instant
+        was evaluated) is applied at once, at the watermark, and counted."""
+        wm = self.watermark
+        if wm is not None and key.at <= wm:
+            self.late += 1
+            return [*self.op.apply(item), *self.op.advance(wm)]
+        self._pushed += 1
+        heapq.heappush(self._heap, (key, self._pushed, item))
+        return []
+
+    def release(
+        self, upto: datetime, *, on_instant: Callable[[datetime, list[Out]], None] | None = None
+    ) -> list[Out]:
+        """Apply and advance every instant up to and including ``upto``: the caller promises
+        that no item at or before it will come any more (a watermark). ``on_instant`` hears
+        each instant the operator advanced to, with what that instant produced."""
+        if self.watermark is not None and upto <= self.watermark:
+            return []
+        op = self.op
+        out: list[Out] = []
+        heap = self._heap
+        while heap and heap[0][0].at <= upto:
+            t = heap[0][0].at
+            out += self._timers(before=t, inclusive=False, on_instant=on_instant)
+            produced: list[Out] = []
+            while heap and heap[0][0].at == t:
+                _, _, item = heapq.heappop(heap)
+                produced += op.apply(item)
+            produced += op.advance(t)
+            if on_instant is not None:
+                on_instant(t, produced)
+            out += produced
+        out += self._timers(before=upto, inclusive=True, on_instant=on_instant)
+        self.watermark = upto
+        return out
+
+    def _timers(
+        self,
+        *,
+        before: datetime,
+        inclusive: bool,
+        on_instant: Callable[[datetime, list[Out]], None] | None,
+    ) -> list[Out]:
+        op = self.op
+        out: list[Out] = []
+        while True:
+            due = op.next_due()
+            if due is None or due > before or (due == before and not inclusive):
+                return out
+            if op.now is not None and due < op.now:
+                due = op.now  # overdue (e.g. after late input): do it now
+            produced = list(op.advance(due))
+            if on_instant is not None:
+                on_instant(due, produced)
+            out += produced
+            if op.next_due() == due:  # the work did not happen: never spin
+                return out

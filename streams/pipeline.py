@@ -1,0 +1,80 @@
+"""The pipeline definition: which operators run, built from the settings, kept apart from the
+state they hold at run time (the quixstreams way).
+
+Every command and both runners build their operators here and nowhere else, so a replay, a live
+watch, a benchmark and a Faust worker run the same join and the same enabled detectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from models import AnalysisSettings, DetectorSettings, Envelope, GpufragSettings, Signal
+from streams.detectors.cluster import ClusterAnalysis
+from streams.fragmentation.shapes import TypicalPods
+from streams.instants import OrderKey
+from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+from streams.profiles.operators import NodeJoin, ProfileJoin, TaskJoin, ordered_deltas
+
+__all__ = ["Pipeline", "PipelineDef", "define_pipeline"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineDef:
+    view: AnalysisSettings
+    detectors: DetectorSettings
+    typical: TypicalPods | None
+    """The expected workload when it is known (a trace's pod list); None: learn it from the
+    pods seen."""
+
+    def task_join(self) -> TaskJoin:
+        return TaskJoin()
+
+    def node_join(self) -> NodeJoin:
+        return NodeJoin()
+
+    def join(self) -> ProfileJoin:
+        return ProfileJoin()
+
+    def cluster(self) -> ClusterAnalysis:
+        return ClusterAnalysis(view=self.view, detectors=self.detectors, typical=self.typical)
+
+    def build(self) -> Pipeline:
+        """Fresh operators for one in-process run."""
+        return Pipeline(join=self.join(), cluster=self.cluster())
+
+
+@dataclass(slots=True)
+class Pipeline:
+    """The operators of one in-process run: the join, then the cluster operator."""
+
+    join: ProfileJoin
+    cluster: ClusterAnalysis
+
+    def instant(self, at: datetime, signals: list[Signal]) -> list[object]:
+        """What an evaluated instant leaves for the history: its signals and the cluster's
+        state after it."""
+        return [*signals, self.cluster.report(at)]
+
+    def flush(self) -> list[object]:
+        """The end of the input: what is outstanding, and the cluster's final state (with the
+        explanations when the last evaluation changed a signal)."""
+        signals = self.cluster.flush()
+        now = self.cluster.now
+        if now is None:
+            return []
+        return [*signals, self.cluster.report(now, explain=bool(signals))]
+
+    @staticmethod
+    def ordered(env: Envelope, outputs: Sequence[object]) -> list[tuple[OrderKey, ProfileUpdate]]:
+        """The join's outputs for one event, each with its place in the event-time order."""
+        updates = [u for u in outputs if isinstance(u, NodeProfileUpdate | TaskProfileUpdate)]
+        return ordered_deltas(env, updates)
+
+
+def define_pipeline(
+    settings: GpufragSettings, *, typical: TypicalPods | None = None
+) -> PipelineDef:
+    return PipelineDef(view=settings.analysis, detectors=settings.detectors, typical=typical)

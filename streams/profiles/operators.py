@@ -1,0 +1,256 @@
+"""The profile join as operators: the pod-keyed half, the node-keyed half, and both in one.
+
+The Faust runner hosts the halves on pod- and node-keyed agents, with bindings and memory peaks
+travelling between them over Kafka; the embedded runner hosts ``ProfileJoin``, which routes them
+in process. Both fold the same steps (``task_step``, ``node_step``), so a profile does not depend
+on which runner made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from models import (
+    Envelope,
+    GpuSample,
+    GpuSampleEvent,
+    NodeEvent,
+    NodeProfile,
+    PodEvent,
+    QueueEvent,
+    SchedulingEvent,
+    TaskProfile,
+    key_of,
+)
+from streams.instants import OrderKey
+from streams.operator import StateChanges
+from streams.profiles.join import (
+    Binding,
+    NodeProfileUpdate,
+    NodeState,
+    PeakReport,
+    ProfileUpdate,
+    TaskProfileUpdate,
+    decode_node_state,
+    encode_node_state,
+    node_step,
+    task_step,
+)
+
+__all__ = [
+    "NodeInput",
+    "NodeJoin",
+    "ProfileJoin",
+    "TaskInput",
+    "TaskJoin",
+    "node_input",
+    "ordered_deltas",
+    "task_input",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInput:
+    """One input of a pod: its object, a scheduler event about it, or a memory peak."""
+
+    key: str
+    item: PodEvent | SchedulingEvent | PeakReport
+    at: datetime
+    event_id: str | None = None
+    """The event's id; an OOM kill is counted once per id (redelivery, a watcher's re-list)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInput:
+    """One input of a node: its object, a GPU sample, or a pod binding to it."""
+
+    node: str
+    item: NodeEvent | GpuSample | Binding
+    at: datetime
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self._now: datetime | None = None
+
+    @property
+    def now(self) -> datetime | None:
+        return self._now
+
+    def _see(self, at: datetime) -> None:
+        if self._now is None or at > self._now:
+            self._now = at
+
+    def advance(self, event_time: datetime) -> list[object]:
+        """Profiles change only with input; time alone emits nothing."""
+        self._see(event_time)
+        return []
+
+    def next_due(self) -> datetime | None:
+        return None
+
+    def flush(self) -> list[object]:
+        return []
+
+
+class TaskJoin(_Clock):
+    """The pod-keyed half: a task profile per pod. Snapshot entries: pod key -> profile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: dict[str, TaskProfile] = {}
+        self._dirty: set[str] = set()
+
+    def apply(self, item: TaskInput) -> list[TaskProfileUpdate | Binding]:
+        self._see(item.at)
+        prev = self.tasks.get(item.key)
+        new, updates, binds = task_step(item.key, prev, item.item, item.at, event_id=item.event_id)
+        if new is not prev:
+            if new is None:
+                self.tasks.pop(item.key, None)
+            else:
+                self.tasks[item.key] = new
+            self._dirty.add(item.key)
+        return [*updates, *binds]
+
+    def snapshot(self) -> StateChanges:
+        out: StateChanges = {}
+        for key in sorted(self._dirty):
+            task = self.tasks.get(key)
+            out[key] = None if task is None else task.model_dump_json().encode()
+        self._dirty.clear()
+        return out
+
+    def restore(self, entries: Mapping[str, bytes]) -> None:
+        for key, raw in entries.items():
+            self.tasks[key] = TaskProfile.model_validate_json(raw)
+
+
+class NodeJoin(_Clock):
+    """The node-keyed half: a node's object, bound tasks and card telemetry. Snapshot entries:
+    node name -> its state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.node_states: dict[str, NodeState] = {}
+        self._dirty: set[str] = set()
+
+    def apply(self, item: NodeInput) -> list[NodeProfileUpdate | PeakReport]:
+        self._see(item.at)
+        name = item.node
+        st = self.node_states.setdefault(name, NodeState())
+        updates, peaks = node_step(name, st, item.item, item.at)
+        if st.empty and st.profile is None:
+            del self.node_states[name]
+        self._dirty.add(name)
+        return [*updates, *peaks]
+
+    def snapshot(self) -> StateChanges:
+        out: StateChanges = {}
+        for name in sorted(self._dirty):
+            st = self.node_states.get(name)
+            out[name] = None if st is None else encode_node_state(st)
+        self._dirty.clear()
+        return out
+
+    def restore(self, entries: Mapping[str, bytes]) -> None:
+        for name, raw in entries.items():
+            self.node_states[name] = decode_node_state(raw)
+
+
+def task_input(env: Envelope) -> TaskInput | None:
+    """The pod-keyed half's input in an event, if it has one."""
+    p = env.payload
+    if isinstance(p, PodEvent):
+        return TaskInput(p.pod.key, p, env.event_time, env.id)
+    if isinstance(p, SchedulingEvent) and p.event.pod_name:
+        return TaskInput(key_of(p), p, env.event_time, env.id)
+    return None  # node- or cluster-scoped scheduler events say nothing about a task
+
+
+def node_input(env: Envelope) -> NodeInput | None:
+    """The node-keyed half's input in an event, if it has one."""
+    p = env.payload
+    if isinstance(p, NodeEvent):
+        return NodeInput(p.node.name, p, env.event_time)
+    if isinstance(p, GpuSampleEvent):
+        return NodeInput(p.sample.node, p.sample, env.event_time)
+    return None
+
+
+class ProfileJoin(_Clock):
+    """Both halves in one process (the embedded runner): bindings go straight to the node half,
+    memory peaks straight to the pod half. Snapshot entries: ``t/<pod>`` and ``n/<node>``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task_half = TaskJoin()
+        self.node_half = NodeJoin()
+
+    @property
+    def tasks(self) -> dict[str, TaskProfile]:
+        return self.task_half.tasks
+
+    @property
+    def node_states(self) -> dict[str, NodeState]:
+        return self.node_half.node_states
+
+    @property
+    def node_profiles(self) -> dict[str, NodeProfile]:
+        return {n: st.profile for n, st in self.node_states.items() if st.profile is not None}
+
+    def apply(self, item: Envelope) -> list[ProfileUpdate]:
+        self._see(item.event_time)
+        if (t := task_input(item)) is not None:
+            return self._task(t)
+        if (n := node_input(item)) is not None:
+            node_out = self.node_half.apply(n)
+            peaks = [o for o in node_out if isinstance(o, PeakReport)]
+            out: list[ProfileUpdate] = []
+            for peak in peaks:
+                out += self._task(TaskInput(peak.key, peak, item.event_time))
+            return out + [o for o in node_out if isinstance(o, NodeProfileUpdate)]
+        if isinstance(item.payload, SchedulingEvent | QueueEvent):
+            return []  # node-scoped events, quotas and queues: in the history, no profile yet
+        raise TypeError(f"unhandled payload {type(item.payload).__name__}")
+
+    def _task(self, item: TaskInput) -> list[ProfileUpdate]:
+        out: list[ProfileUpdate] = []
+        for o in self.task_half.apply(item):
+            if isinstance(o, Binding):
+                out += [
+                    u
+                    for u in self.node_half.apply(NodeInput(o.node, o, item.at))
+                    if isinstance(u, NodeProfileUpdate)
+                ]
+            else:
+                out.append(o)
+        return out
+
+    def snapshot(self) -> StateChanges:
+        out = {f"t/{k}": v for k, v in self.task_half.snapshot().items()}
+        out.update({f"n/{k}": v for k, v in self.node_half.snapshot().items()})
+        return out
+
+    def restore(self, entries: Mapping[str, bytes]) -> None:
+        self.task_half.restore({k[2:]: v for k, v in entries.items() if k.startswith("t/")})
+        self.node_half.restore({k[2:]: v for k, v in entries.items() if k.startswith("n/")})
+
+
+TASK_RANK, NODE_RANK = 0, 1
+"""Within one event, the pod stage's deltas come before the node stage's (``OrderKey.rank``)."""
+
+
+def ordered_deltas(
+    env: Envelope, updates: list[ProfileUpdate]
+) -> list[tuple[OrderKey, ProfileUpdate]]:
+    """The order keys the distributed runner gives the same deltas (see ``OrderKey``)."""
+    subs = [0, 0]
+    out = []
+    for u in updates:
+        rank = NODE_RANK if isinstance(u, NodeProfileUpdate) else TASK_RANK
+        out.append((OrderKey(u.at, env.source, env.seq or 0, env.id, rank, subs[rank]), u))
+        subs[rank] += 1
+    return out

@@ -1,0 +1,131 @@
+"""Running `gpufrag worker` and `gpufrag sink` against a real broker, and reading topics back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from connectors.trace.bundled import bundled_pods_path
+from streams.distributed import topics
+
+
+def kafka_env(bootstrap: str) -> dict[str, str]:
+    """The environment of a `gpufrag` command that talks to the broker at ``bootstrap``."""
+    return {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+
+
+def start_worker(
+    bootstrap: str, prefix: str, log: Path, *, metrics_port: int | None = None
+) -> subprocess.Popen[bytes]:
+    fh = log.open("wb")
+    extra = [] if metrics_port is None else ["--metrics-port", str(metrics_port)]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streams.app",
+            "worker",
+            "--prefix",
+            prefix,
+            "--app-id",
+            f"{prefix}app",
+            "--typical-from",
+            str(bundled_pods_path()),
+            "--loglevel",
+            "info",
+            *extra,
+        ],
+        stdout=fh,
+        stderr=subprocess.STDOUT,
+        env=kafka_env(bootstrap),
+    )
+    deadline = time.monotonic() + 120
+    while b"Worker ready" not in log.read_bytes():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "worker not ready in 120 s"
+        time.sleep(0.5)
+    return proc
+
+
+def start_sink(bootstrap: str, prefix: str, dsn: str, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streams.app", "sink", "--prefix", prefix, "--store", dsn],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=kafka_env(bootstrap),
+    )
+
+
+async def sink_caught_up(bootstrap: str, prefix: str) -> bool:
+    """The sink has committed every signal and dead-letter record: it has them in the store."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-sink", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [
+            TopicPartition(t.full_name(prefix), p)
+            for t in (topics.SIGNALS, topics.DEAD_LETTER)
+            for p in range(t.partitions)
+        ]
+        ends = await consumer.end_offsets(tps)
+        for tp in tps:
+            if ((await consumer.committed(tp)) or 0) < ends[tp]:
+                return False
+        return True
+    finally:
+        await consumer.stop()
+
+
+def signal_key(d: dict[str, object]) -> tuple[object, ...]:
+    """What must match between runners: identity, state, times and evidence."""
+    return (
+        d["fingerprint"],
+        d["kind"],
+        d["state"],
+        d["opened_at"],
+        d["resolved_at"],
+        orjson.dumps(d["evidence"], option=orjson.OPT_SORT_KEYS),
+    )
+
+
+async def collect(
+    bootstrap: str,
+    topic: str,
+    *,
+    until: int | None = None,
+    timeout_s: float,
+    done: Callable[[list[bytes]], bool] | None = None,
+    settle_s: float = 0.0,
+) -> list[bytes]:
+    """Read from the start until ``until`` records (or ``done``), then ``settle_s`` more."""
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    await consumer.start()
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+
+        def finished() -> bool:
+            return (until is not None and len(got) >= until) or (done is not None and done(got))
+
+        while not finished() and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=1000)
+            for records in batch.values():
+                got += [r.value or b"" for r in records]
+        settle_until = time.monotonic() + settle_s
+        while time.monotonic() < settle_until:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                got += [r.value or b"" for r in records]
+    finally:
+        await consumer.stop()
+    return got
