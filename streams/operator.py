@@ -50,10 +50,12 @@ class Operator(Protocol[In_contra, Out_co]):
         ...
 
     def snapshot(self) -> StateChanges:
-        """The state entries changed since the last call, for a host that persists them."""
+        """The state entries changed since the last call (or since ``restore``), for a host
+        that persists them."""
         ...
 
     def restore(self, entries: Mapping[str, bytes]) -> None:
         """Take back entries a snapshot handed out (all of them, or for keyed operators the
-        ones of the keys about to be used); called on a fresh operator before any input."""
+        ones of the keys about to be used; none for a fresh start). A host that persists state
+        calls it before the first input: only then does the operator record its changes."""
         ...

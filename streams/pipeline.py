@@ -67,6 +67,10 @@ class Pipeline:
             return []
         return [*signals, self.cluster.report(now, explain=bool(signals))]
 
+    def state_at(self, at: datetime) -> list[object]:
+        """The cluster's state where an interrupted input stopped."""
+        return [self.cluster.report(at, explain=False)]
+
     @staticmethod
     def ordered(env: Envelope, outputs: Sequence[object]) -> list[tuple[OrderKey, ProfileUpdate]]:
         """The join's outputs for one event, each with its place in the event-time order."""

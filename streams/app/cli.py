@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 
 import typer
+from pydantic import ValidationError
+
+from models import GpufragSettings
 
 try:  # typer >= 0.22 vendors its own click; its exceptions are what the app raises
     from typer._click import exceptions as click_exceptions
@@ -66,4 +69,12 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("gpufrag: interrupted", err=True)
         sys.exit(130)
+    except ValidationError as exc:
+        if exc.title != GpufragSettings.__name__:
+            raise  # not the user's settings: a bug, with its traceback
+        for err in exc.errors():
+            name = "GPUFRAG_" + "__".join(str(part) for part in err["loc"]).upper()
+            why = "no such setting" if err["type"] == "extra_forbidden" else err["msg"]
+            typer.echo(f"gpufrag: error: setting {name}: {why}", err=True)
+        sys.exit(EXIT_USAGE)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -17,7 +17,8 @@ class SignalBook:
         self._clock = clock
         self.open: dict[str, Signal] = {}
         self.dirty: set[str] = set()
-        """Fingerprints opened or resolved since the last snapshot."""
+        """Fingerprints opened or resolved since the last snapshot (when ``tracking``)."""
+        self.tracking = False
 
     def opened(
         self,
@@ -49,7 +50,8 @@ class SignalBook:
             }
         )
         self.open[fp] = sig
-        self.dirty.add(fp)
+        if self.tracking:
+            self.dirty.add(fp)
         return [sig]
 
     def resolved(self, kind: SignalKind, scope: Scope, scope_id: str) -> list[Signal]:
@@ -60,7 +62,8 @@ class SignalBook:
         now = self._clock()
         if sig is None or now is None:
             return []
-        self.dirty.add(fp)
+        if self.tracking:
+            self.dirty.add(fp)
         return [sig.resolved(max(now, sig.opened_at))]
 
     def is_open(self, kind: SignalKind, scope: Scope, scope_id: str) -> bool:

@@ -58,7 +58,7 @@ class ClusterAnalysis:
         self._unplaceable = next(
             (d for d in self.detectors if isinstance(d, UnplaceablePending)), None
         )
-        self._reported_evaluations = 0
+        self._evaluated = False
         self._snapshot_clock = b""
 
     # --- views for hosts and tests -----------------------------------------------------------
@@ -132,10 +132,12 @@ class ClusterAnalysis:
             event_time = view.now
         view.now = event_time
         out: list[Signal] = []
+        evaluations = self.evaluations
         if view.typical_due(event_time):
             out += self._rebuild_typical(event_time)
         for d in self.detectors:
             out += d.advance(event_time)
+        self._evaluated = self.evaluations != evaluations
         return out
 
     def next_due(self) -> datetime | None:
@@ -156,12 +158,10 @@ class ClusterAnalysis:
         return out
 
     def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
-        """The cluster's state at ``at``, with the pending explanations when they were
-        re-evaluated since the last report (``explain`` decides instead when given)."""
-        evaluated = self.evaluations != self._reported_evaluations
-        self._reported_evaluations = self.evaluations
+        """The cluster's state at ``at``, with the pending explanations when the last
+        ``advance`` re-evaluated them (``explain`` decides instead when given)."""
         explanations = None
-        if evaluated if explain is None else explain:
+        if self._evaluated if explain is None else explain:
             tasks = self.view.tasks
             explanations = {k: (e, tasks[k]) for k, e in self.explanations.items() if k in tasks}
         return InstantReport(at=at, summary=self.summary(), explanations=explanations)
@@ -197,7 +197,10 @@ class ClusterAnalysis:
     def restore(self, entries: Mapping[str, bytes]) -> None:
         """The view as it was: its profiles applied again silently, the open signals and the
         schedule of deferred work put back. Learned typical pods come back from the tasks still
-        held, not from every pod ever seen."""
+        held, not from every pod ever seen. From here on the operator records its changes for
+        ``snapshot`` (a host that never restores, the embedded runner, has them kept for
+        nothing)."""
+        self.view.tracking = self.book.tracking = True
         raw_clock = entries.get(CLOCK)
         if raw_clock is None:
             return
@@ -220,7 +223,6 @@ class ClusterAnalysis:
         for d in self.detectors:
             if d.name in clock:
                 d.restore_clock(clock[d.name])
-        self._reported_evaluations = self.evaluations
         self.book.open = opened
         self.view.dirty.clear()
         self.book.dirty.clear()

@@ -56,6 +56,9 @@ class ClusterView:
         self.typical_built_at: datetime | None = None
         self.dirty: set[str] = set()
         """State entries (``n/<node>``, ``t/<pod>``) changed since the last snapshot."""
+        self.tracking = False
+        """Whether to record ``dirty`` at all: only for a host that persists snapshots, so an
+        in-process run does not keep the key of every pod it ever saw."""
 
     def see(self, at: datetime) -> None:
         if self.now is None or at > self.now:
@@ -64,7 +67,8 @@ class ClusterView:
     # --- nodes ---------------------------------------------------------------------------------
 
     def put_node(self, name: str, profile: NodeProfile | None) -> None:
-        self.dirty.add(f"n/{name}")
+        if self.tracking:
+            self.dirty.add(f"n/{name}")
         if profile is None:
             self.nodes.pop(name, None)
             self.index.remove(name)
@@ -75,7 +79,8 @@ class ClusterView:
     # --- tasks ---------------------------------------------------------------------------------
 
     def put_task(self, key: str, task: TaskProfile | None) -> TaskChange:
-        self.dirty.add(f"t/{key}")
+        if self.tracking:
+            self.dirty.add(f"t/{key}")
         old = self.tasks.get(key)
         if task is None:
             self.tasks.pop(key, None)

@@ -19,6 +19,7 @@ import faust
 from models import EventKind
 from streams.distributed import topics
 from streams.distributed.codec import dead_letter
+from streams.distributed.flow import KeepQueuesWhileFlowing
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import KeyedStage, Reject, StageCounters, StageLogic
 from streams.distributed.stages import ClusterLogic, NodeLogic, Outlets, TaskLogic
@@ -143,6 +144,9 @@ def _on_revoked(app: faust.App, stages: dict[str, KeyedStage], name: dict[str, s
 
 def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     app = _faust_app(cfg)
+    # before any agent's queue registers with Faust's own (see flow.py)
+    assert "flow_control" not in app.__dict__
+    app.flow_control = KeepQueuesWhileFlowing(loop=app.loop)
     name = {s.name: s.full_name(cfg.prefix) for s in topics.ALL}
     raw_schema: Any = faust.Schema(**RAW)
 

@@ -111,6 +111,7 @@ class KeyedStage:
         self.counters = counters
         self.buffers: dict[int, Reorder[Any]] = {}
         self._held: dict[int, dict[tuple[str, str], Any]] = {}
+        self._rereported: set[int] = set()
 
     @property
     def waiting(self) -> int:
@@ -164,6 +165,7 @@ class KeyedStage:
         for p in partitions:
             self.buffers.pop(p, None)
             self._held.pop(p, None)
+            self._rereported.discard(p)
         self.logic.reset()
 
     async def _progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
@@ -176,6 +178,7 @@ class KeyedStage:
         await self._hold_progress(s, p, event, progress)
         wm, ready = buf.ready()
         if wm is None:
+            await self._report_restored(p, buf)
             return
         for order, (ev, item) in ready:
             if self.buffers.get(p) is not buf:
@@ -186,6 +189,19 @@ class KeyedStage:
         await self.logic.settle(p, wm)
         self.table[released_key(p)] = wm.isoformat().encode()
         await self.logic.report(p, wm)
+
+    async def _report_restored(self, p: int, buf: Reorder[Any]) -> None:
+        """A restarted partition tells the stages downstream its restored mark again, once its
+        sources are back there: the previous owner may have stopped between writing the mark
+        and reporting it, and nothing after the end of a stream would report it otherwise.
+        A repeated report is harmless."""
+        mark = buf.restored
+        if mark is None or p in self._rereported:
+            return
+        current = buf.watermarks.current()
+        if current is not None and current >= mark:
+            self._rereported.add(p)
+            await self.logic.report(p, mark)
 
     async def _hold_progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
         """Keep a channel's latest report unacknowledged: after a crash it is read again, after

@@ -199,6 +199,8 @@ class ClusterLogic:
                 op.restore(entries)
                 ia.watermark = datetime.fromisoformat(raw_released.decode())
                 _log_rebuilt(op, ia.watermark)
+            else:
+                op.restore({})  # a fresh view, whose changes go to the table from now on
             self._instants = ia
         return self._instants
 

@@ -1,1 +1,2 @@
-"""Fragmentation analysis: the FGD measure, typical pods, and the detectors built on them."""
+"""The FGD measure, typical pods, the capacity index and pending-pod explanations that the
+detectors (``streams.detectors``) are built on."""

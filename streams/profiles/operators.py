@@ -74,6 +74,9 @@ class NodeInput:
 class _Clock:
     def __init__(self) -> None:
         self._now: datetime | None = None
+        self._tracking = False
+        """Record changed keys for ``snapshot`` only once a host has restored the operator (it
+        persists state); an in-process run would keep every key it ever saw."""
 
     @property
     def now(self) -> datetime | None:
@@ -112,7 +115,8 @@ class TaskJoin(_Clock):
                 self.tasks.pop(item.key, None)
             else:
                 self.tasks[item.key] = new
-            self._dirty.add(item.key)
+            if self._tracking:
+                self._dirty.add(item.key)
         return [*updates, *binds]
 
     def snapshot(self) -> StateChanges:
@@ -124,6 +128,7 @@ class TaskJoin(_Clock):
         return out
 
     def restore(self, entries: Mapping[str, bytes]) -> None:
+        self._tracking = True
         for key, raw in entries.items():
             self.tasks[key] = TaskProfile.model_validate_json(raw)
 
@@ -144,7 +149,8 @@ class NodeJoin(_Clock):
         updates, peaks = node_step(name, st, item.item, item.at)
         if st.empty and st.profile is None:
             del self.node_states[name]
-        self._dirty.add(name)
+        if self._tracking:
+            self._dirty.add(name)
         return [*updates, *peaks]
 
     def snapshot(self) -> StateChanges:
@@ -156,6 +162,7 @@ class NodeJoin(_Clock):
         return out
 
     def restore(self, entries: Mapping[str, bytes]) -> None:
+        self._tracking = True
         for name, raw in entries.items():
             self.node_states[name] = decode_node_state(raw)
 

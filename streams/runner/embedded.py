@@ -257,6 +257,8 @@ class EmbeddedRunner:
             outputs = p.flush()
             if outputs and p.cluster.now is not None:
                 await self.output.emit(Emission(at=p.cluster.now, env=None, outputs=outputs))
+        elif last_time is not None:
+            await self.output.emit(Emission(at=last_time, env=None, outputs=p.state_at(last_time)))
 
     async def _release(self, instants: Instants[ProfileUpdate, Signal], upto: datetime) -> None:
         """Apply and evaluate every instant up to ``upto``; what it produced is one emission."""

@@ -26,7 +26,7 @@ class LiveStream:
         await self._queue.put(env)
 
     async def send_late(self, env: Envelope) -> None:
-        """The runner applies it at once and counts it (``InstantAnalysis.late``)."""
+        """The runner applies it at once and counts it (``Instants.late``)."""
         await self._queue.put(env)
 
     async def progress(self, upto: datetime) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,26 @@ def test_published_comparison_refuses_unpublished_seeds_and_ratios(published_dir
         out = gpufrag("experiment", "--policy", "fgd", "--published", str(published_dir), *extra)
         assert out.returncode == 2
         assert "no published row" in out.stderr
+
+
+def test_a_bad_setting_is_one_line_per_problem_naming_the_variable(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "GPUFRAG_ANALYSIS__EVALUATE_EVERY_S": "10",  # moved to the detectors' groups
+        "GPUFRAG_DETECTORS__FRAGMENTATION__RATIO_OPEN_PCT": "200",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.app", "replay", "--store", f"chdb://{tmp_path}/st"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert lines == [
+        "gpufrag: error: setting GPUFRAG_ANALYSIS__EVALUATE_EVERY_S: no such setting",
+        "gpufrag: error: setting GPUFRAG_DETECTORS__FRAGMENTATION__RATIO_OPEN_PCT: "
+        "Input should be less than or equal to 100",
+    ]

@@ -235,7 +235,9 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
             time.sleep(0.5)
         assert got_a[-1] | got_b[-1] == set(range(topics.PODS.partitions))
         publisher = subprocess.Popen(
-            [*_publish_cmd(topic_prefix, nodes), "--rate", "150"],
+            # 2,224 events at 50/s: 45 s of stream, so the first signals come mid-stream even
+            # on a busy 2-core machine (at 150/s it could end before they came)
+            [*_publish_cmd(topic_prefix, nodes), "--rate", "50"],
             env=kafka_env(kafka_bootstrap),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -280,7 +282,7 @@ def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
     expected, final = _expected(nodes)
     worker = start_worker(bootstrap, topic_prefix, tmp_path / "worker.log")
     publisher = subprocess.Popen(
-        [*_publish_cmd(topic_prefix, nodes), "--rate", "100"],
+        [*_publish_cmd(topic_prefix, nodes), "--rate", "50"],  # 45 s: mid-stream, as above
         env=kafka_env(bootstrap),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -15,16 +15,17 @@ import pytest
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import DetectorSettings, Envelope, GpufragSettings, Signal
-from models.settings import StrandedGpusSettings
+from models.settings import StrandedGpusSettings, UnplaceablePendingSettings
 from streams.app.workload import pod_shape
 from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import define_pipeline
-from streams.profiles.join import ProfileUpdate
+from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
 from streams.profiles.operators import ProfileJoin, ordered_deltas
 from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
+from tests.streams.profiles_helpers import at, node, task
 
 PODS = read_pods(bundled_pods_path())
 TYPICAL = TypicalPods.from_shapes(map(pod_shape, PODS))
@@ -91,6 +92,7 @@ def test_a_cluster_operator_restored_from_its_snapshots_goes_on_like_the_origina
     whole, _ = _run(whole_op)
     mark = TIMES[int(len(TIMES) * cut)]
     first = ClusterAnalysis(typical=TYPICAL)
+    first.restore({})  # a host that persists its state: changes recorded from the start
     before, ia = _run(first, upto=mark)
     assert ia.watermark == mark
     table: dict[str, bytes] = {}
@@ -107,8 +109,21 @@ def test_a_cluster_operator_restored_from_its_snapshots_goes_on_like_the_origina
     assert asdict(second.summary()) == pytest.approx(asdict(whole_op.summary()))
 
 
+def test_an_operator_no_host_restored_records_no_changes() -> None:
+    """The embedded runner never persists: its operators must not keep every key they saw."""
+    op = ClusterAnalysis(typical=TYPICAL)
+    join = ProfileJoin()
+    for env in EVENTS[:200]:
+        join.apply(env)
+    for _, d in DELTAS[:200]:
+        op.apply(d)
+    assert set(op.snapshot()) <= {"clock"}
+    assert join.snapshot() == {}
+
+
 def test_snapshots_hold_only_what_changed_since_the_last() -> None:
     op = ClusterAnalysis(typical=TYPICAL)
+    op.restore({})
     _, delta = DELTAS[0]
     op.apply(delta)
     first = op.snapshot()
@@ -122,6 +137,7 @@ def test_the_join_halves_restored_from_snapshots_make_the_same_profiles() -> Non
         whole.apply(env)
     half = len(EVENTS) // 2
     first = ProfileJoin()
+    first.restore({})
     table: dict[str, bytes] = {}
     for env in EVENTS[:half]:
         first.apply(env)
@@ -146,3 +162,20 @@ def test_a_detector_switched_off_by_its_settings_emits_nothing_and_changes_no_ot
     assert "stranded_gpus" in kinds
     assert _keys(without) == _keys([s for s in with_all if s.kind.value != "stranded_gpus"])
     assert off.summary().stranded_nodes == 0 < on.summary().stranded_nodes
+
+
+def test_a_report_carries_explanations_only_after_an_advance_that_evaluated_them() -> None:
+    every_60_s = DetectorSettings(
+        unplaceable_pending=UnplaceablePendingSettings(evaluate_every_s=60)
+    )
+    a = ClusterAnalysis(detectors=every_60_s, typical=TYPICAL)
+    a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 0)), at(0)))
+    a.advance(at(0))  # the first evaluation
+    assert a.report(at(0)).explanations == {}
+    a.apply(TaskProfileUpdate("ml/p", task("ml/p", gpus=1, milli=1000), at(70)))
+    a.advance(at(70))  # 70 s after the last: evaluated again, with the pending pod
+    assert set(a.report(at(70)).explanations or {}) == {"ml/p"}
+    a.apply(NodeProfileUpdate("n1", node("n1", gpus=(1000, 1000)), at(80)))
+    a.advance(at(80))  # changed, but only 10 s later: not evaluated
+    assert a.report(at(80)).explanations is None
+    assert a.report(at(80), explain=True).explanations is not None

@@ -137,7 +137,7 @@ def replay(
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
 
-    The simulated cluster's events go through the profile join and the fragmentation analysis;
+    The simulated cluster's events go through the profile join and the detectors;
     events, profiles, signals, pending explanations and the cluster's fragmentation land in the
     store. Ctrl-C stops the source: everything already emitted is stored, the run is marked
     interrupted. Replaying the same trace with the same options again adds no duplicate rows.
