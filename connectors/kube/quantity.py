@@ -7,7 +7,7 @@ reading of the suffixes for pods, nodes and quota objects alike.
 from __future__ import annotations
 
 import math
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 __all__ = ["QuantityError", "ceil_int", "parse_quantity"]
 
@@ -40,7 +40,7 @@ def parse_quantity(value: object) -> Decimal:
         number, factor = text[:-1], Decimal(10) ** _DECIMAL[suffix]
     try:
         parsed = Decimal(number) * factor
-    except InvalidOperation:
+    except ArithmeticError:  # not a number, or one past Decimal's exponent range (Overflow)
         raise QuantityError(f"not a quantity: {value!r}") from None
     if not parsed.is_finite():
         raise QuantityError(f"not a quantity: {value!r}")

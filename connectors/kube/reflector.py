@@ -104,6 +104,7 @@ class Reflector(Generic[S]):
         self._lock = asyncio.Lock()
         self._failures = 0
         self._gone_streak = 0
+        self._object_reasons_logged: set[str] = set()
         """410s with no watch event in between: the second one in a row waits (backoff)."""
         self._backoff = Backoff(
             initial_s=options.backoff_initial_s, max_s=options.backoff_max_s, rng=rng
@@ -273,7 +274,15 @@ class Reflector(Generic[S]):
             if rv:
                 self.resource_version = rv
             return
-        obj = self.client.decode(raw)
+        try:
+            obj = self.client.decode(raw)
+        except Exception as exc:  # an object the client cannot read: skip it, keep watching
+            namespace = get_path(raw, "metadata", "namespace") or ""
+            key = f"{namespace}/{get_path(raw, 'metadata', 'name')}"
+            self._object_failed(key, rv, exc)
+            if rv:
+                self.resource_version = rv
+            return
         key, rv = identity_of(obj)
         async with self._lock:
             if kind in ("ADDED", "MODIFIED"):
@@ -293,9 +302,30 @@ class Reflector(Generic[S]):
 
     async def _apply(self, key: str, rv: str, obj: Any, entry: Entry[S] | None) -> None:
         prev = entry.state if entry is not None else None
-        state, out = await self.handler.upsert(obj, prev)
+        try:
+            state, out = await self.handler.upsert(obj, prev)
+        except Exception as exc:  # one object's failure must not stop the rest of the cluster
+            self._object_failed(key, rv, exc)
+            state, out = prev, []
+        # the failed version is remembered too: a re-list or a resumed watch does not retry it
         self.store[key] = Entry(rv=rv, state=state)
         await self._emit_all(out)
+
+    def _object_failed(self, key: str, rv: str, exc: Exception) -> None:
+        reason = f"object:{type(exc).__name__}"
+        self.metrics.errors.labels(self.name, reason).inc()
+        if reason not in self._object_reasons_logged:  # once per reason, the count is a metric
+            self._object_reasons_logged.add(reason)
+            log.warning(
+                "%s: %s (resourceVersion %s) could not be handled (%s: %s); skipped, the "
+                "rest of the resource goes on",
+                self.name,
+                key,
+                rv,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
 
     async def _drop(self, key: str) -> None:
         entry = self.store.pop(key)
