@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from connectors.clickhouse.dsn import default_store_dsn
+from pathlib import Path
+
+from connectors.clickhouse.dsn import StoreError, default_store_dsn, parse_dsn
 from connectors.clickhouse.migrate import apply_migrations, default_sql_dir
 from connectors.clickhouse.store import Store, open_store
 from models import GpufragSettings, StoreSettings
@@ -23,3 +25,18 @@ def open_history(settings: StoreSettings) -> Store:
         store.close()
         raise
     return store
+
+
+def open_history_to_read(settings: StoreSettings) -> Store:
+    """For commands that only read: a chDB store that does not exist yet is an error, not a
+    new empty store (a mistyped ``--store`` path would otherwise answer "no runs yet" and
+    leave a store behind)."""
+    location = parse_dsn(settings.dsn or default_store_dsn())
+    if location.kind == "chdb":
+        path = Path(str(location.path))
+        if not path.is_dir() or not any(path.iterdir()):
+            raise StoreError(
+                f"no store at {path}: nothing was ever written there (check --store or "
+                "GPUFRAG_STORE__DSN; `gpufrag replay` or `gpufrag watch` make one)"
+            )
+    return open_history(settings)

@@ -185,3 +185,25 @@ def test_a_bad_setting_is_one_line_per_problem_naming_the_variable(tmp_path: Pat
         "gpufrag: error: setting GPUFRAG_DETECTORS__FRAGMENTATION__RATIO_OPEN_PCT: "
         "Input should be less than or equal to 100",
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sql", "pending_with_free_capacity"],
+        ["explain", "openb-pod-1"],
+        ["report", "--out", "REPORT"],
+    ],
+)
+def test_read_commands_refuse_a_store_that_does_not_exist_and_create_none(
+    tmp_path: Path, command: list[str]
+) -> None:
+    missing = tmp_path / "mistyped" / "store"
+    args = [a.replace("REPORT", str(tmp_path / "r.html")) for a in command]
+    out = gpufrag(*args, "--store", f"chdb://{missing}")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"gpufrag: error: no store at {missing}: nothing was ever written there (check "
+        "--store or GPUFRAG_STORE__DSN; `gpufrag replay` or `gpufrag watch` make one)"
+    ]
+    assert not (tmp_path / "mistyped").exists()

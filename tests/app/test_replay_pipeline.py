@@ -155,7 +155,10 @@ def test_sigint_leaves_a_consistent_store(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
-    out = gpufrag(dsn_for(tmp_path / "st"), *args)
+    dsn = dsn_for(tmp_path / "st")
+    with store_at(dsn):
+        pass  # a store that exists and holds no run (a missing one is refused before)
+    out = gpufrag(dsn, *args)
     assert out.returncode != 0
     assert needle in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from streams.app.commands.sql import latest_run
 from streams.app.errors import user_errors
-from streams.app.history import open_history, store_settings
+from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
 
 LATEST = """
@@ -36,7 +36,7 @@ def explain(
     and the nodes closest to fitting it with what they lack."""
     key = pod if "/" in pod else f"trace/{pod}"
     with user_errors():
-        st = open_history(store_settings(store))
+        st = open_history_to_read(store_settings(store))
         run_id = run or latest_run(st)
         if run_id is None:
             raise QueryError("the store has no runs yet; run `gpufrag replay` first")

@@ -12,7 +12,7 @@ import typer
 from connectors.clickhouse.store import Store
 from streams.app.commands.sql import latest_run
 from streams.app.errors import user_errors
-from streams.app.history import open_history, store_settings
+from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
 from streams.app.report.data import FragPoint, ReportData, RunInfo, SignalRow, StrandedNode
 
@@ -159,7 +159,7 @@ def report(
     """Write a self-contained HTML page (PNG plots inside) about a stored run: fragmentation
     and allocation over the run, pending pods by blocking reason, top stranded nodes, signals."""
     with user_errors():
-        st = open_history(store_settings(store))
+        st = open_history_to_read(store_settings(store))
         run_id = run or latest_run(st)
         if run_id is None:
             raise QueryError("the store has no runs yet; run `gpufrag replay` first")

@@ -17,7 +17,7 @@ from rich.table import Table
 from connectors.clickhouse.migrate import default_sql_dir
 from connectors.clickhouse.store import Store
 from streams.app.errors import user_errors
-from streams.app.history import open_history, store_settings
+from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import (
     NamedQuery,
     QueryError,
@@ -86,7 +86,7 @@ def sql(
         if name not in queries:
             raise QueryError(f"no named query {name!r}; known: {', '.join(queries)}")
         given = parse_param_options(param or [])
-        st = open_history(store_settings(store))
+        st = open_history_to_read(store_settings(store))
         columns, rows = run_named(st, queries[name], given)
     if fmt is Format.JSON:
         typer.echo(json.dumps([dict(zip(columns, map(_plain, r), strict=True)) for r in rows]))
