@@ -9,27 +9,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from models import DetectorSettings, Signal
 from streams.detectors.book import SignalBook
 from streams.detectors.view import ClusterView, TaskChange
 
 
-class Detector:
+class Switched(Protocol):
+    @property
+    def enabled(self) -> bool: ...
+
+
+S = TypeVar("S", bound=Switched)
+
+
+class Detector(Generic[S]):
     name: ClassVar[str]
     """The detector's name, also its settings group in ``DetectorSettings``."""
 
-    def __init__(self, view: ClusterView, book: SignalBook) -> None:
+    def __init__(self, view: ClusterView, book: SignalBook, settings: S) -> None:
         self.view = view
         self.book = book
+        self.settings = settings
 
     @classmethod
     def build(
         cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
-    ) -> Detector | None:
-        """The detector as configured, or None when its settings turn it off."""
-        raise NotImplementedError
+    ) -> Detector[Any] | None:
+        """The detector with its own settings group, or None when that group turns it off."""
+        own = getattr(settings, cls.name)
+        return cls(view, book, own) if own.enabled else None
 
     def on_node(self, name: str) -> list[Signal]:
         """Node ``name`` changed or is gone (the view already holds the change)."""

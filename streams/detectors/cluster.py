@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import orjson
 
@@ -48,13 +49,13 @@ class ClusterAnalysis:
         view: AnalysisSettings | None = None,
         detectors: DetectorSettings | None = None,
         typical: TypicalPods | None = None,
-        kinds: Sequence[type[Detector]] = DETECTORS,
+        kinds: Sequence[type[Detector[Any]]] = DETECTORS,
     ) -> None:
         self.view = ClusterView(settings=view or AnalysisSettings(), typical=typical)
         self.book = SignalBook(clock=lambda: self.view.now)
         settings = detectors or DetectorSettings()
         built = (kind.build(self.view, self.book, settings) for kind in kinds)
-        self.detectors: list[Detector] = [d for d in built if d is not None]
+        self.detectors: list[Detector[Any]] = [d for d in built if d is not None]
         self._unplaceable = next(
             (d for d in self.detectors if isinstance(d, UnplaceablePending)), None
         )
@@ -70,14 +71,6 @@ class ClusterAnalysis:
     @property
     def index(self) -> CapacityIndex:
         return self.view.index
-
-    @property
-    def typical(self) -> TypicalPods:
-        return self.view.typical
-
-    @property
-    def tasks(self) -> dict[str, TaskProfile]:
-        return self.view.tasks
 
     @property
     def open(self) -> dict[str, Signal]:

@@ -5,28 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from models import MILLI_PER_GPU, DetectorSettings, Scope, Severity, Signal, SignalKind
+from models import MILLI_PER_GPU, Scope, Severity, Signal, SignalKind
 from models.settings import FragmentationSettings
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView
 
 CLUSTER = "cluster"
 
 
-class ClusterFragmentationDetector(Detector):
+class ClusterFragmentationDetector(Detector[FragmentationSettings]):
     name = "fragmentation"
-
-    def __init__(self, view: ClusterView, book: SignalBook, settings: FragmentationSettings):
-        super().__init__(view, book)
-        self.settings = settings
-
-    @classmethod
-    def build(
-        cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
-    ) -> Detector | None:
-        s = settings.fragmentation
-        return cls(view, book, s) if s.enabled else None
 
     def advance(self, at: datetime) -> list[Signal]:
         return self._check()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from streams.detectors.base import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
 from streams.detectors.stranded import StrandedGpus
 from streams.detectors.unplaceable import UnplaceablePending
 
-DETECTORS: tuple[type[Detector], ...] = (
+DETECTORS: tuple[type[Detector[Any]], ...] = (
     StrandedGpus,
     ClusterFragmentationDetector,
     UnplaceablePending,

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from models import DetectorSettings, Scope, Severity, Signal, SignalKind
+from models import Scope, Severity, Signal, SignalKind
+from models.settings import StrandedGpusSettings
 from streams.detectors.base import Detector
 from streams.detectors.book import SignalBook
 from streams.detectors.view import ClusterView
 
 
-class StrandedGpus(Detector):
+class StrandedGpus(Detector[StrandedGpusSettings]):
     name = "stranded_gpus"
 
-    def __init__(self, view: ClusterView, book: SignalBook) -> None:
-        super().__init__(view, book)
+    def __init__(self, view: ClusterView, book: SignalBook, settings: StrandedGpusSettings):
+        super().__init__(view, book, settings)
         self.stranded: dict[str, dict[str, object]] = {}
-
-    @classmethod
-    def build(
-        cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
-    ) -> Detector | None:
-        return cls(view, book) if settings.stranded_gpus.enabled else None
 
     def on_node(self, name: str) -> list[Signal]:
         i = self.view.index.slot.get(name)

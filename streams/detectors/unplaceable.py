@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from models import DetectorSettings, PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
+from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
 from models.analysis import Explanation
 from models.settings import UnplaceablePendingSettings
 from streams.detectors.base import Detector
@@ -21,26 +21,18 @@ from streams.detectors.view import ClusterView, TaskChange
 from streams.fragmentation.pending import check_gang, explain_task
 
 
-class UnplaceablePending(Detector):
+class UnplaceablePending(Detector[UnplaceablePendingSettings]):
     name = "unplaceable_pending"
 
     def __init__(
         self, view: ClusterView, book: SignalBook, settings: UnplaceablePendingSettings
     ) -> None:
-        super().__init__(view, book)
-        self.settings = settings
+        super().__init__(view, book, settings)
         self.explanations: dict[str, Explanation] = {}
         self.changed = False
         self.evaluated_at: datetime | None = None
         self.evaluations = 0
         """Pending-queue evaluations so far; hosts keep explanations when it moves."""
-
-    @classmethod
-    def build(
-        cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
-    ) -> Detector | None:
-        s = settings.unplaceable_pending
-        return cls(view, book, s) if s.enabled else None
 
     # --- hooks ---------------------------------------------------------------------------------
 

@@ -182,7 +182,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     logics: tuple[StageLogic, ...] = (
         TaskLogic(cfg.pipeline, tables["tasks"], out),
         NodeLogic(cfg.pipeline, tables["node-states"], out),
-        ClusterLogic(cfg.pipeline, tables["cluster"], out, counts),
+        ClusterLogic(cfg.pipeline, tables["cluster"], out, counters),
     )
     stages = {
         logic.name: KeyedStage(

@@ -23,7 +23,7 @@ from models import GpuSampleEvent, NodeEvent, PodEvent, SchedulingEvent, Signal,
 from models.progress import SourceProgress
 from streams.detectors.cluster import ClusterAnalysis
 from streams.distributed.codec import DecodeError, decode, decode_input, encode, encode_progress
-from streams.distributed.stage import Decoded, Direct, Held, released_key
+from streams.distributed.stage import Decoded, Direct, Held, StageCounters, released_key
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import PipelineDef
@@ -111,7 +111,7 @@ class TaskLogic:
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        pass
+        """Nothing left to settle: each item's state was written as it was applied."""
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"tasks/{p}", upto=upto, kinds=()))
@@ -169,7 +169,7 @@ class NodeLogic:
             await self.out.peaks.send(key=pk.key.encode(), value=encode(pk, order=None))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        pass
+        """Nothing left to settle: each item's state was written as it was applied."""
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"nodes/{p}", upto=upto, kinds=()))
@@ -180,9 +180,9 @@ class ClusterLogic:
     name = "cluster"
 
     def __init__(
-        self, pipeline: PipelineDef, table: Any, out: Outlets, counts: dict[str, int]
+        self, pipeline: PipelineDef, table: Any, out: Outlets, counters: StageCounters
     ) -> None:
-        self.pipeline, self.table, self.out, self.counts = pipeline, table, out, counts
+        self.pipeline, self.table, self.out, self.counters = pipeline, table, out, counters
         self._instants: Instants[Any, Signal] | None = None
 
     def reset(self) -> None:
@@ -224,13 +224,13 @@ class ClusterLogic:
         await self._publish(self.instants().release(upto))
 
     async def report(self, p: int, upto: datetime) -> None:
-        pass
+        """The last stage: nobody downstream waits for its progress."""
 
     async def _publish(self, outputs: list[Signal]) -> None:
         ia = self.instants()
         persist(self.table, ia.op.snapshot())
         for sig in outputs:
-            self.counts["signals"] = self.counts.get("signals", 0) + 1
+            self.counters.add("signals")
             await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
 
 
