@@ -8,6 +8,8 @@ from typing import Annotated, Any, TypeVar
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from models.bounds import TIME_MAX, TIME_MIN
+
 __all__ = ["Frozen", "UtcDatetime", "from_json", "to_json"]
 
 
@@ -26,7 +28,16 @@ def _require_aware(value: datetime) -> datetime:
             "e.g. '2024-01-01T00:00:00Z'"
         )
     # One canonical zone keeps serialized bytes (and derived ids) identical across producers.
-    return value.astimezone(UTC)
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:  # year 1 at +01:00 has no UTC instant in datetime's range
+        raise ValueError(f"{value.isoformat()} has no UTC time datetime can hold") from None
+    if not TIME_MIN <= value <= TIME_MAX:
+        raise ValueError(
+            f"{value.isoformat()} is outside {TIME_MIN.year}-{TIME_MAX.year}, the range the store "
+            "and 64-bit nanoseconds can hold"
+        )
+    return value
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_require_aware)]

@@ -126,8 +126,8 @@ class Envelope(Frozen):
     key: Annotated[str, Field(min_length=1)]
     event_time: UtcDatetime
     source: Annotated[str, Field(min_length=1)]
-    schema_version: Annotated[int, Field(ge=1)] = SCHEMA_VERSION
-    seq: Annotated[int, Field(ge=0)] | None = None
+    schema_version: Annotated[int, Field(ge=1, le=65_535)] = SCHEMA_VERSION
+    seq: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
     """The event's position in its source's own order. Events of one instant are common (a
     trace has second resolution); this keeps their order once they travel different topics."""
     payload: Payload

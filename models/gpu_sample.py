@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
 from models.base import Frozen
+from models.bounds import Count, GpuIndex, GpuMemoryMibFloat, MigInstance, XidCode, XidWindowMs
 
 __all__ = ["GpuSample"]
-
-NonNegFloat = Annotated[float, Field(ge=0)]
 
 
 class GpuSample(Frozen):
@@ -18,30 +17,30 @@ class GpuSample(Frozen):
     stay unknown rather than read as zero (zero used memory would hide an OOM aggressor)."""
 
     node: Annotated[str, Field(min_length=1)]
-    gpu_index: NonNegativeInt
+    gpu_index: GpuIndex
     uuid: str | None = None
     model: str | None = None
     """Raw product name as the exporter reports it (e.g. "NVIDIA H200"), hence unchecked."""
-    memory_total_mib: NonNegFloat | None = None
-    memory_used_mib: NonNegFloat | None = None
-    memory_reserved_mib: NonNegFloat | None = None
+    memory_total_mib: GpuMemoryMibFloat | None = None
+    memory_used_mib: GpuMemoryMibFloat | None = None
+    memory_reserved_mib: GpuMemoryMibFloat | None = None
     utilization_pct: Annotated[float, Field(ge=0, le=100)] | None = None
     engine_active: Annotated[float, Field(ge=0, le=1)] | None = None
-    xid: NonNegativeInt | None = None
+    xid: XidCode | None = None
     mig_profile: str | None = None
-    mig_instance: NonNegativeInt | None = None
+    mig_instance: MigInstance | None = None
     pod: str | None = None
     namespace: str | None = None
     container: str | None = None
-    xid_counts: dict[NonNegativeInt, NonNegativeInt] | None = None
+    xid_counts: dict[XidCode, Count] | None = None
     """XID code -> times it fired within the last ``xid_window_ms`` (dcgm-exporter's
     DCGM_EXP_XID_ERRORS_COUNT). Empty means the source looked and saw none; None means the
     source does not count them. A count tells a storm from the one stale ``xid`` a card keeps
     reporting until its driver restarts."""
-    xid_window_ms: PositiveInt | None = None
-    rows_remapped_correctable: NonNegativeInt | None = None
+    xid_window_ms: XidWindowMs | None = None
+    rows_remapped_correctable: Count | None = None
     """HBM rows replaced after correctable errors; a rising count is a card wearing out."""
-    rows_remapped_uncorrectable: NonNegativeInt | None = None
+    rows_remapped_uncorrectable: Count | None = None
     row_remap_pending: bool | None = None
     """A remap waits for a GPU reset: the card keeps failing (XID 63/64) until it is drained."""
     row_remap_failed: bool | None = None

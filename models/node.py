@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeInt, model_validator
+from pydantic import Field, model_validator
 
 from models.base import Frozen
+from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount, Replicas
 from models.gpu import GpuModel
 
 __all__ = ["Node", "Taint", "Toleration"]
@@ -45,15 +46,15 @@ class Node(Frozen):
     node, and the FGD measure needs the model to know which pods could use the free share."""
 
     name: Annotated[str, Field(min_length=1)]
-    cpu_milli: NonNegativeInt
-    memory_mib: NonNegativeInt
+    cpu_milli: CpuMilli
+    memory_mib: MemoryMib
     gpu_model: GpuModel | None = None
-    gpu_count: NonNegativeInt = 0
-    gpu_memory_mib: NonNegativeInt | None = None
+    gpu_count: GpuCount = 0
+    gpu_memory_mib: GpuMemoryMib | None = None
     """Memory per card."""
-    gpu_replicas: Annotated[int, Field(ge=1)] = 1
+    gpu_replicas: Replicas = 1
     """Time-slicing replicas advertised per card (1 = no time-slicing)."""
-    mig_devices: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    mig_devices: dict[str, MigCount] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False

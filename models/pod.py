@@ -5,9 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, NonNegativeInt, model_validator
+from pydantic import Field, model_validator
 
 from models.base import Frozen, UtcDatetime
+from models.bounds import COUNT_MAX, GpuIndex, Priority
 from models.gpu import GpuModel
 from models.node import Toleration
 from models.resources import ResourceRequest
@@ -58,7 +59,7 @@ class GangRef(Frozen):
     """Gang membership: a gang is unplaceable unless `min_member` pods fit at once."""
 
     name: NonEmpty
-    min_member: Annotated[int, Field(ge=1)]
+    min_member: Annotated[int, Field(ge=1, le=COUNT_MAX)]
 
 
 class Pod(Frozen):
@@ -72,8 +73,8 @@ class Pod(Frozen):
     requests: ResourceRequest
     gpu_models: tuple[GpuModel, ...] = ()
     """Allowed GPU models; empty means any."""
-    gpu_indices: tuple[NonNegativeInt, ...] = ()
-    priority: int = 0
+    gpu_indices: tuple[GpuIndex, ...] = ()
+    priority: Priority = 0
     queue: str | None = None
     tenant: str | None = None
     owner: OwnerRef | None = None

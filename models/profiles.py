@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
 from models.base import Frozen, UtcDatetime
+from models.bounds import CpuMilli, GpuIndex, MemoryMib, Priority, XidCode
 from models.gpu import MILLI_PER_GPU, GpuModel
 from models.node import Taint, Toleration
 from models.pod import GangRef, PodPhase, WorkloadKind
@@ -21,12 +22,12 @@ NonNegFloat = Annotated[float, Field(ge=0)]
 class GpuState(Frozen):
     """One card's free share and health; an unhealthy card's free share is not usable."""
 
-    index: NonNegativeInt
+    index: GpuIndex
     milli_free: Annotated[int, Field(ge=0, le=MILLI_PER_GPU)]
     memory_total_mib: NonNegFloat | None = None
     memory_used_mib: NonNegFloat | None = None
     healthy: bool = True
-    last_xid: NonNegativeInt | None = None
+    last_xid: XidCode | None = None
 
 
 class NodeProfile(Frozen):
@@ -35,9 +36,9 @@ class NodeProfile(Frozen):
     name: Annotated[str, Field(min_length=1)]
     gpu_model: GpuModel | None = None
     gpus: tuple[GpuState, ...] = ()
-    cpu_milli_allocatable: NonNegativeInt
+    cpu_milli_allocatable: CpuMilli
     cpu_milli_requested: NonNegativeInt = 0
-    memory_mib_allocatable: NonNegativeInt
+    memory_mib_allocatable: MemoryMib
     memory_mib_requested: NonNegativeInt = 0
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
@@ -92,7 +93,7 @@ class TaskProfile(Frozen):
     uid: str
     requests: ResourceRequest
     gpu_models: tuple[GpuModel, ...] = ()
-    priority: int = 0
+    priority: Priority = 0
     queue: str | None = None
     tenant: str | None = None
     workload_kind: WorkloadKind = WorkloadKind.UNKNOWN

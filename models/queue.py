@@ -6,14 +6,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt
+from pydantic import Field
 
 from models.base import Frozen
+from models.bounds import COUNT_MAX, Count, QuotaAmount
 
 __all__ = ["QueueObject", "QueueSourceKind"]
 
 NonEmpty = Annotated[str, Field(min_length=1)]
-Amounts = dict[str, NonNegativeFloat]
+Amounts = dict[str, QuotaAmount]
 
 
 class QueueSourceKind(StrEnum):
@@ -52,14 +53,14 @@ class QueueObject(Frozen):
     used: Amounts = Field(default_factory=dict)
     requested: Amounts = Field(default_factory=dict)
     """Demand of a Workload (all pod sets) or a PodGroup's minResources."""
-    min_member: Annotated[int, Field(ge=1)] | None = None
+    min_member: Annotated[int, Field(ge=1, le=COUNT_MAX)] | None = None
     """PodGroup gang size: pods that must be placed together."""
     state: str | None = None
     """The object's own phase or state word (PodGroup Pending/Inqueue/Running, Queue
     Open/Closed, Workload Pending/QuotaReserved/Admitted/Finished, ClusterQueue Active/Inactive)."""
-    pending: NonNegativeInt | None = None
+    pending: Count | None = None
     """Workloads (Kueue) or pod groups (Volcano) waiting in this queue."""
-    admitted: NonNegativeInt | None = None
+    admitted: Count | None = None
     """Workloads admitted (Kueue) or pod groups running (Volcano) in this queue."""
 
     @property

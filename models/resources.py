@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, NonNegativeInt, model_validator
+from pydantic import Field, model_validator
 
 from models.base import Frozen
+from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount
 from models.gpu import MILLI_PER_GPU
 
 __all__ = ["ResourceRequest"]
@@ -17,13 +18,13 @@ class ResourceRequest(Frozen):
     request is one card with less. Keeping both numbers (not just a total) is what lets the
     fragmentation measure tell a 0.5-card notebook from half of a 1-card job."""
 
-    cpu_milli: NonNegativeInt
-    memory_mib: NonNegativeInt
-    gpu_count: NonNegativeInt = 0
+    cpu_milli: CpuMilli
+    memory_mib: MemoryMib
+    gpu_count: GpuCount = 0
     gpu_milli: Annotated[int, Field(ge=0, le=MILLI_PER_GPU)] = 0
-    mig: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    mig: dict[str, MigCount] = Field(default_factory=dict)
     """MIG profile (e.g. "1g.10gb") -> count; independent of gpu_count."""
-    gpu_memory_mib: NonNegativeInt | None = None
+    gpu_memory_mib: GpuMemoryMib | None = None
     """HAMi `nvidia.com/gpumem`: memory cap per card."""
     gpu_cores_pct: Annotated[int, Field(ge=0, le=100)] | None = None
     """HAMi `nvidia.com/gpucores`: compute share per card."""

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from models.base import Frozen
+from models.bounds import COUNT_MAX
 
 __all__ = ["SchedulerEvent"]
 
@@ -22,5 +23,5 @@ class SchedulerEvent(Frozen):
     pod_name: str | None = None
     pod_uid: str | None = None
     node: str | None = None
-    count: Annotated[int, Field(ge=1)] = 1
+    count: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     """Kubernetes folds repeats into one Event with a count; kept so rates stay right."""

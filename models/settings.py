@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from models.bounds import TIME_MAX, TIME_MIN
 
 __all__ = [
     "AnalysisSettings",
@@ -82,6 +84,24 @@ class DetectorSettings(_Group):
 class TraceSettings(_Group):
     start: datetime = datetime(2023, 7, 1, tzinfo=UTC)
     """Wall-clock instant that trace second 0 maps to (the trace only has relative seconds)."""
+    max_file_bytes: Annotated[int, Field(ge=1)] = 512 * 1024 * 1024
+    """Largest trace CSV read, checked before reading: a node or pod list is held in memory
+    whole and replayed row by row, so a wrong path (a disk image, /dev/zero) must stop at once.
+    The shipped lists are 42-575 KB (8,152 pods, 71 bytes a row); 512 MiB is 7.6 million rows."""
+    max_line_bytes: Annotated[int, Field(ge=1)] = 64 * 1024
+    """Longest line read; a longer one is refused as a row without being held in memory. The
+    shipped lists' longest line is 109 bytes."""
+
+    @field_validator("start")
+    @classmethod
+    def _start_in_range(cls, value: datetime) -> datetime:
+        # Every event time is start + a trace second: a naive or far-off start only failed
+        # once the replay was running, at the first event the models refused.
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("must be timezone-aware, e.g. 2023-07-01T00:00:00Z")
+        if not TIME_MIN <= value <= TIME_MAX:
+            raise ValueError(f"must be within {TIME_MIN.year}-{TIME_MAX.year}")
+        return value
 
 
 class StoreSettings(_Group):
@@ -208,6 +228,16 @@ class DcgmSettings(_Group):
     """Seconds between two listings of the exporter pods; a new GPU node's exporter is scraped
     at most this long after its pod runs, and one whose pod is gone stops being scraped (its
     metric series dropped) at most this long after."""
+    max_page_bytes: Annotated[int, Field(ge=1)] = 16 * 1024 * 1024
+    """Largest exporter page a scrape or ``gpufrag dcgm-parse`` reads; past it the page is
+    refused (reason ``too_large``) before more is read, so a URL serving a huge file cannot
+    exhaust memory. Measured on the fixture written with every default counter
+    (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so an 8-GPU node
+    is about 45 KB, a 64-GPU one 340 KB, and a 1,000-GPU federated page about 5 MiB."""
+    min_timestamp: AwareDatetime = datetime(2015, 1, 1, tzinfo=UTC)
+    """Exporter line timestamps before this are refused as implausible (reason
+    ``implausible_time``): timestamps are milliseconds, and one sent in seconds (or 0) reads
+    as January 1970. DCGM itself dates from 2015."""
 
 
 class NvmlSettings(_Group):

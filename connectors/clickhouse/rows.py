@@ -8,6 +8,7 @@ columns hold orjson output with sorted keys, so equal models give equal text.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from models import (
     to_json,
 )
 from models.analysis import ClusterFragmentation, Explanation
+from models.refusal import Refusal
 
 __all__ = [
     "EPOCH",
@@ -35,6 +37,7 @@ __all__ = [
     "gpu_sample_row",
     "json_text",
     "node_profile_row",
+    "refusal_row",
     "signal_row",
     "task_profile_row",
 ]
@@ -292,4 +295,17 @@ def cluster_row(
         "pending_pods": snap.pending_pods,
         "unplaceable_pods": snap.unplaceable_pods,
         "stranded_nodes": snap.stranded_nodes,
+    }
+
+
+def refusal_row(refusal: Refusal) -> Row:
+    """A refused input as a ``dead_letter`` row; the id depends on what arrived and why, so
+    the same bad pod met again at every re-list stays one row."""
+    key = f"{refusal.source}\x1f{refusal.reason}\x1f{refusal.detail}\x1f{refusal.raw}"
+    return {
+        "id": hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest(),
+        "ts": _utc(refusal.at, "at"),
+        "target": f"source:{refusal.source}",
+        "reason": f"{refusal.reason}: {refusal.detail}",
+        "row": refusal.raw,
     }

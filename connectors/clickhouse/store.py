@@ -89,6 +89,21 @@ class Store:
     def closed(self) -> bool:
         return self._closed
 
+    def exclusive(self) -> bool:
+        """True when nothing but this Store can be writing the store now, so a run recorded
+        as ``running`` there has lost its process.
+
+        A chDB engine holds an exclusive ``flock`` on ``<path>/status`` while it is open (the
+        lock every open takes, reads included), so once this process has the engine no other
+        live process has the store; and when this Store is the engine's only user here, no
+        other part of this process is writing it either. A server store is never exclusive:
+        any number of processes on any machine may write it, and nothing here can tell
+        whether they are alive."""
+        if self._closed or self.location.kind != "chdb":
+            return False
+        with _registry_lock:
+            return self._shared.users == 1
+
     def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> None:
         """Run a statement that returns no rows (DDL, OPTIMIZE, DETACH ...)."""
         with self._call(sql) as client:

@@ -2,8 +2,9 @@
 
 prometheus-client's parser stops at the first line it cannot read, which would drop a whole
 scrape for one truncated label; fed a single line at a time it refuses just that line, and each
-refusal is kept with its line number. Feeding lines alone also keeps counter names as the
-exporter wrote them (given a ``# TYPE ... counter`` the parser renames samples to ``*_total``).
+refusal is kept with its line number and text. Feeding lines alone also keeps counter names as
+the exporter wrote them (given a ``# TYPE ... counter`` the parser renames samples to
+``*_total``).
 """
 
 from __future__ import annotations
@@ -11,15 +12,24 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["ExpositionLine", "RejectKind", "Rejected", "read_lines"]
+__all__ = ["ExpositionLine", "RejectKind", "Rejected", "clip", "read_lines"]
 
-RejectKind = Literal["encoding", "syntax", "labels", "value", "timestamp"]
-"""Why a line was refused, as a small fixed set (it labels a Prometheus counter)."""
+RejectKind = Literal[
+    "encoding",
+    "syntax",
+    "labels",
+    "value",
+    "out_of_range",
+    "implausible_time",
+    "conflicting_series",
+    "unexpected",
+]
+"""Why a line was refused, as a small fixed set: it labels two Prometheus counters (by endpoint
+here, and ``gpufrag_refused_total``'s ``reason``), so its values must stay few."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +37,20 @@ class Rejected:
     line_no: int
     kind: RejectKind
     reason: str
+    raw: str = ""
+    """The refused line(s) as the exporter wrote them, for the dead letter."""
+    other_lines: tuple[int, ...] = ()
+    """Lines refused together with ``line_no`` for one reason (two series that disagree, or
+    every line of a GPU whose sample as a whole is impossible)."""
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return (self.line_no, *self.other_lines)
 
     def __str__(self) -> str:
-        return f"line {self.line_no}: {self.reason}"
+        if not self.other_lines:
+            return f"line {self.line_no}: {self.reason}"
+        return f"lines {', '.join(map(str, self.lines))}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,54 +60,75 @@ class ExpositionLine:
     labels: dict[str, str]
     value: float
     """As the exporter wrote it: an int stays an int, so int64 sentinels compare exactly."""
-    timestamp: datetime | None
-    """The exporter's own timestamp for the line, when it gave one."""
+    timestamp_s: float | None
+    """The exporter's own timestamp for the line in seconds (it writes milliseconds), when it
+    gave one; checked for plausibility by the caller, which knows the floor."""
+    text: str
 
 
-def _text_lines(data: bytes | str) -> Iterator[tuple[int, str | None]]:
+def _text_lines(data: bytes | str) -> Iterator[tuple[int, str, bool]]:
+    """(line number, text, whether it was UTF-8); undecodable bytes come back replaced, so a
+    refused line's dead letter still shows what arrived."""
+    # Split on "\n" alone for both forms: str.splitlines() also splits on \x0b, \x1c, \u2028...,
+    # which would number the lines of a str differently from the same bytes.
     if isinstance(data, str):
-        for no, line in enumerate(data.splitlines(), 1):
-            yield no, line
+        for no, line in enumerate(data.split("\n"), 1):
+            yield no, line, True
         return
     for no, raw in enumerate(data.split(b"\n"), 1):
         try:
-            yield no, raw.decode("utf-8")
+            yield no, raw.decode("utf-8"), True
         except UnicodeDecodeError:
-            yield no, None
+            yield no, raw.decode("utf-8", "replace"), False
 
 
-def _clip(text: str, width: int = 60) -> str:
+def clip(text: str, width: int = 60) -> str:
+    """``text`` short enough for a one-line reason: a metric name or label value can be
+    megabytes long and still be valid syntax."""
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _finite(value: float) -> bool | None:
+    """Whether ``value`` is finite; None for an int past any float (a 400-digit value), which
+    no DCGM field (int64 or double) can hold and which ``math`` cannot even test."""
+    try:
+        return not math.isinf(value)
+    except OverflowError:
+        return None
 
 
 def read_lines(data: bytes | str) -> Iterator[ExpositionLine | Rejected]:
     """Every sample line of ``data`` parsed, or refused with its line number and reason;
-    comments (``# HELP``, ``# TYPE``) and blank lines are skipped."""
-    for no, line in _text_lines(data):
-        if line is None:
-            yield Rejected(no, "encoding", "not UTF-8 text")
+    comments (``# HELP``, ``# TYPE``) and blank lines are skipped. Never raises: an exception
+    inside a generator would end it, losing every line after the one that raised."""
+    for no, line, utf8 in _text_lines(data):
+        if not utf8:
+            yield Rejected(no, "encoding", "not UTF-8 text", line.strip())
             continue
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-        except Exception as exc:  # the parser raises ValueError, IndexError, ... on bad input
-            detail = str(exc).split(": ", 1)[0] if str(exc) else type(exc).__name__
-            yield Rejected(no, "syntax", f"unreadable sample ({detail}): {_clip(text)!r}")
-            continue
-        if len(samples) != 1:
-            yield Rejected(no, "syntax", f"not one sample: {_clip(text)!r}")
-            continue
-        sample = samples[0]
-        if math.isinf(sample.value):
-            yield Rejected(no, "value", f"{sample.name}: infinite value {sample.value}")
-            continue
-        at: datetime | None = None
-        if sample.timestamp is not None:
-            try:
-                at = datetime.fromtimestamp(float(sample.timestamp), UTC)
-            except (OverflowError, OSError, ValueError):
-                yield Rejected(no, "timestamp", f"{sample.name}: bad timestamp {sample.timestamp}")
-                continue
-        yield ExpositionLine(no, sample.name, dict(sample.labels), sample.value, at)
+            yield _read_one(no, text)
+        except Exception as exc:  # our own bug on an input nobody foresaw: costs this line
+            yield Rejected(no, "unexpected", f"{type(exc).__name__}: {clip(str(exc))}", text)
+
+
+def _read_one(no: int, text: str) -> ExpositionLine | Rejected:
+    try:
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except Exception as exc:  # the parser raises ValueError, IndexError, ... on bad input
+        detail = str(exc).split(": ", 1)[0] if str(exc) else type(exc).__name__
+        return Rejected(no, "syntax", f"unreadable sample ({clip(detail)}): {clip(text)!r}", text)
+    if len(samples) != 1:
+        return Rejected(no, "syntax", f"not one sample: {clip(text)!r}", text)
+    sample = samples[0]
+    name = clip(sample.name, 80)
+    finite = _finite(sample.value)
+    if finite is None:
+        bits = int(sample.value).bit_length()
+        return Rejected(no, "out_of_range", f"{name}: a {bits}-bit value, past any float", text)
+    if not finite:
+        return Rejected(no, "value", f"{name}: infinite value {sample.value}", text)
+    ts = None if sample.timestamp is None else float(sample.timestamp)
+    return ExpositionLine(no, sample.name, dict(sample.labels), sample.value, ts, text)

@@ -20,14 +20,20 @@ XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
     slot: str
+    """The GpuSample field the value feeds, which also gives its range; ``memory_free_mib`` is
+    no sample field (it only adds up to the total) and takes ``memory_total_mib``'s range."""
     kind: Kind
+
+    @property
+    def like(self) -> str:
+        return "memory_total_mib" if self.slot == "memory_free_mib" else self.slot
 
 
 FIELDS: dict[str, FieldSpec] = {
-    "DCGM_FI_DEV_FB_USED": FieldSpec("used", "mib"),
-    "DCGM_FI_DEV_FB_FREE": FieldSpec("free", "mib"),
-    "DCGM_FI_DEV_FB_RESERVED": FieldSpec("reserved", "mib"),
-    "DCGM_FI_DEV_FB_TOTAL": FieldSpec("total", "mib"),
+    "DCGM_FI_DEV_FB_USED": FieldSpec("memory_used_mib", "mib"),
+    "DCGM_FI_DEV_FB_FREE": FieldSpec("memory_free_mib", "mib"),
+    "DCGM_FI_DEV_FB_RESERVED": FieldSpec("memory_reserved_mib", "mib"),
+    "DCGM_FI_DEV_FB_TOTAL": FieldSpec("memory_total_mib", "mib"),
     "DCGM_FI_DEV_GPU_UTIL": FieldSpec("utilization_pct", "pct"),
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": FieldSpec("engine_active", "ratio"),
     "DCGM_FI_DEV_XID_ERRORS": FieldSpec("xid", "xid"),

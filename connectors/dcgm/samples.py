@@ -1,9 +1,16 @@
 """dcgm-exporter lines -> one GpuSample per GPU, or per MIG instance.
 
 The exporter writes one line per (metric, GPU); with a GPU shared by pods (time-slicing) it
-repeats the line once per pod. Lines are grouped by (node, GPU index, MIG instance); a sample
-names a pod only when every line that names one names the same pod, the same whole-card rule
-as the NVML sampler (one shared card's memory must not be charged to each of its pods).
+repeats the line once per pod, with the card's one value. Lines are grouped by (node, GPU index,
+MIG instance); a sample names a pod only when every line that names one names the same pod, the
+same whole-card rule as the NVML sampler (one shared card's memory must not be charged to each
+of its pods).
+
+Every line ends up in exactly one of three places: a sample (``TimedSample.lines``), a refusal
+(``Rejected``, with its reason), or ``ignored`` (a metric no sample field needs). A line is
+refused on its own where it can be (labels, range, timestamp); lines that disagree (two values
+for one GPU and metric) are refused together, and the rest of the GPU's lines still make its
+sample; only a sample impossible as a whole (used above total) costs the GPU's lines.
 """
 
 from __future__ import annotations
@@ -15,13 +22,21 @@ from pydantic import ValidationError
 
 from connectors.dcgm import labels as L
 from connectors.dcgm.blanks import is_blank
-from connectors.dcgm.exposition import ExpositionLine, Rejected, RejectKind, read_lines
+from connectors.dcgm.checks import Key, Refuse, bounded, gpu_key, kind_of, label_int, line_time
+from connectors.dcgm.exposition import ExpositionLine, Rejected, RejectKind, clip, read_lines
 from connectors.dcgm.fields import FIELDS, XID_COUNT, check
 from models import GpuSample
+from models.bounds import describe
+from models.settings import DcgmSettings
 
 __all__ = ["ParseResult", "TimedSample", "parse_exposition"]
 
-Key = tuple[str, int, int | None]  # node, GPU index, MIG instance
+Value = float | int | bool | None
+Series = tuple[str, str]
+"""(metric, xid label): what must hold one value per GPU. The exporter's window is a series of
+its own (``window_size_in_ms``), written on every XID-count line of the GPU."""
+WINDOW = "window_size_in_ms"
+MIN_TIMESTAMP = DcgmSettings().min_timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +44,8 @@ class TimedSample:
     sample: GpuSample
     at: datetime
     """Scrape time, or the latest timestamp the exporter wrote on the sample's lines."""
+    lines: tuple[int, ...] = ()
+    """The page lines the sample was made from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,184 +54,237 @@ class ParseResult:
     rejected: list[Rejected]
     blanks: int
     """Values DCGM marked as blank / not supported / NaN, kept as unknown (not rejected)."""
+    ignored: list[int] = field(default_factory=list)
+    """Sample lines of metrics no sample field needs (clocks, power, NVLink, ...)."""
 
 
 @dataclass(slots=True)
 class _Gpu:
-    first_line: int
-    uuid: str | None = None
-    model: str | None = None
-    mig_profile: str | None = None
-    values: dict[str, float | int | bool | None] = field(default_factory=dict)
-    xid_counts: dict[int, int] | None = None
-    xid_window_ms: int | None = None
-    owners: set[tuple[str | None, str, str | None]] = field(default_factory=set)
-    at: datetime | None = None
+    lines: dict[int, ExpositionLine] = field(default_factory=dict)
+    series: dict[Series, list[tuple[int, Value]]] = field(default_factory=dict)
+    times: dict[int, datetime] = field(default_factory=dict)
 
 
-def _index(line: ExpositionLine) -> int:
-    raw = L.first(line.labels, "gpu")
-    if raw is None:  # some exporters name the card only by its device file
-        device = L.first(line.labels, "device") or ""
-        raw = device.removeprefix("nvidia") if device.startswith("nvidia") else None
-    if raw is None or not raw.isdigit():
-        raise ValueError(f"no GPU index (gpu={raw!r})")
-    return int(raw)
+def _where(key: Key) -> str:
+    node, index, instance = key
+    return f"{clip(node, 80)} GPU {index}" + (
+        f" instance {instance}" if instance is not None else ""
+    )
 
 
-def _instance(line: ExpositionLine) -> int | None:
-    raw = L.first(line.labels, "GPU_I_ID")
-    if raw is None:
-        return None
-    if not raw.isdigit():
-        raise ValueError(f"bad MIG instance GPU_I_ID={raw!r}")
-    return int(raw)
+def _xid_entries(line: ExpositionLine) -> list[tuple[Series, Value]]:
+    """A DCGM_EXP_XID_ERRORS_COUNT line: one line per (GPU, XID) fired in the window, or one
+    line of value 0 without ``xid`` when none fired."""
+    raw_xid = L.first(line.labels, "xid")
+    code = None if raw_xid is None else label_int(raw_xid, label="xid", field="xid")
+    window = L.first(line.labels, WINDOW)
+    span = None
+    if window is not None and window.lstrip("0"):  # 0: the exporter gave no window
+        span = label_int(window, label=WINDOW, field="xid_window_ms")
+    series = (XID_COUNT, "" if code is None else str(code))
+    entries: list[tuple[Series, Value]] = []
+    if span is not None:
+        entries.append(((WINDOW, ""), span))
+    if is_blank(line.value):
+        return [(series, None), *entries]
+    try:
+        count = check("count", line.value)
+    except ValueError as exc:
+        raise Refuse("value", str(exc)) from None
+    if code is None and count:
+        raise Refuse("labels", f"count {count} without an xid label")
+    if code is not None:
+        bounded("xid_counts", {code: count})
+    return [(series, count), *entries]
+
+
+def _entries(line: ExpositionLine) -> list[tuple[Series, Value]]:
+    """What the line says, checked; Refuse when it cannot be right on its own."""
+    if line.name == XID_COUNT:
+        return _xid_entries(line)
+    spec = FIELDS[line.name]
+    if is_blank(line.value):
+        return [((line.name, ""), None)]
+    try:
+        value = check(spec.kind, line.value)
+    except ValueError as exc:
+        raise Refuse("value", str(exc)) from None
+    if value is not None and spec.kind != "flag":
+        value = bounded(spec.slot, value, like=spec.like)
+    return [((line.name, ""), value)]
 
 
 class _Builder:
-    def __init__(self, *, default_node: str | None) -> None:
+    def __init__(self, *, default_node: str | None, min_timestamp: datetime) -> None:
         self.default_node = default_node
+        self.min_timestamp = min_timestamp
         self.gpus: dict[Key, _Gpu] = {}
         self.rejected: list[Rejected] = []
+        self.ignored: list[int] = []
         self.blanks = 0
 
     def add(self, line: ExpositionLine) -> None:
-        spec = FIELDS.get(line.name)
-        if spec is None and line.name != XID_COUNT:
-            return  # a metric no sample field needs (clocks, power, NVLink, ...)
-        node = L.first(line.labels, L.NODE) or self.default_node
-        if node is None:
-            self._reject(line, "labels", "no Hostname label and no default node given")
+        if line.name not in FIELDS and line.name != XID_COUNT:
+            self.ignored.append(line.line_no)
             return
         try:
-            key = (node, _index(line), _instance(line))
-        except ValueError as exc:
-            self._reject(line, "labels", str(exc))
+            key = gpu_key(line, self.default_node)
+            at = line_time(line, floor=self.min_timestamp)
+            entries = _entries(line)
+        except Refuse as refused:
+            name = clip(line.name, 80)
+            self.rejected.append(
+                Rejected(line.line_no, refused.kind, f"{name}: {refused.reason}", line.text)
+            )
             return
-        if is_blank(line.value):
-            self.blanks += 1
-            self._gpu(key, line)
-            return
-        try:
-            if spec is None:
-                self._xid_count(key, line)
-                return
-            value = check(spec.kind, line.value)
-        except ValueError as exc:
-            self._reject(line, "value", str(exc))
-            return
-        self._gpu(key, line).values[spec.slot] = value
+        gpu = self.gpus.setdefault(key, _Gpu())
+        gpu.lines[line.line_no] = line
+        if at is not None:
+            gpu.times[line.line_no] = at
+        self.blanks += is_blank(line.value)
+        for series, value in entries:
+            gpu.series.setdefault(series, []).append((line.line_no, value))
 
-    def _xid_count(self, key: Key, line: ExpositionLine) -> None:
-        count = check("count", line.value)
-        xid = L.first(line.labels, "xid")
-        window = L.first(line.labels, "window_size_in_ms")
-        if xid is not None and not xid.isdigit():
-            raise ValueError(f"bad xid label {xid!r}")
-        if window is not None and not window.isdigit():
-            raise ValueError(f"bad window_size_in_ms label {window!r}")
-        gpu = self._gpu(key, line)
-        counts = gpu.xid_counts if gpu.xid_counts is not None else {}
-        if xid is not None and count:
-            counts[int(xid)] = int(count)
-        gpu.xid_counts = counts  # a line without xid (value 0): the exporter saw none
-        if window is not None and int(window) > 0:
-            gpu.xid_window_ms = int(window)
+    def _refuse(self, gpu: _Gpu, lines: list[int], kind: RejectKind, reason: str) -> None:
+        raw = "\n".join(gpu.lines[no].text for no in lines)
+        self.rejected.append(Rejected(lines[0], kind, reason, raw, tuple(lines[1:])))
 
-    def _gpu(self, key: Key, line: ExpositionLine) -> _Gpu:
-        gpu = self.gpus.get(key)
-        if gpu is None:
-            gpu = self.gpus[key] = _Gpu(first_line=line.line_no)
-        labels = line.labels
-        gpu.uuid = gpu.uuid or L.first(labels, L.UUID)
-        gpu.model = gpu.model or L.first(labels, "modelName")
-        gpu.mig_profile = gpu.mig_profile or L.first(labels, "GPU_I_PROFILE")
-        owner = L.owner(labels)
-        if owner is not None:
-            gpu.owners.add(owner)
-        if line.timestamp is not None and (gpu.at is None or line.timestamp > gpu.at):
-            gpu.at = line.timestamp
-        return gpu
-
-    def _reject(self, line: ExpositionLine, kind: RejectKind, reason: str) -> None:
-        self.rejected.append(Rejected(line.line_no, kind, f"{line.name}: {reason}"))
+    def _conflicts(self, key: Key, gpu: _Gpu) -> set[int]:
+        """Lines of series that hold more than one value: which one is the card's cannot be
+        told, so none is used (the last one used to win without a word); equal repeats (one
+        line per pod on a shared card) are fine."""
+        refused: set[int] = set()
+        for (name, xid), all_entries in gpu.series.items():
+            entries = [(no, value) for no, value in all_entries if no not in refused]
+            if len({value for _, value in entries}) < 2:
+                continue
+            lines = sorted({no for no, _ in entries})
+            shown = ", ".join(f"{value} on line {no}" for no, value in entries[:4])
+            more = f" and {len(entries) - 4} more" if len(entries) > 4 else ""
+            series = clip(name, 80) + (f"{{xid={xid}}}" if xid else "")
+            reason = f"{_where(key)}: {series} has {len(entries)} values ({shown}{more})"
+            self._refuse(gpu, lines, "conflicting_series", reason)
+            refused.update(lines)
+        return refused
 
     def samples(self, scraped_at: datetime) -> list[TimedSample]:
         out: list[TimedSample] = []
-        for (node, index, instance), gpu in self.gpus.items():
-            v = gpu.values
-            owner = next(iter(gpu.owners)) if len(gpu.owners) == 1 else None
-            try:
-                sample = GpuSample(
-                    node=node,
-                    gpu_index=index,
-                    uuid=gpu.uuid,
-                    model=gpu.model,
-                    memory_total_mib=_total(v),
-                    memory_used_mib=_float(v.get("used")),
-                    memory_reserved_mib=_float(v.get("reserved")),
-                    utilization_pct=_float(v.get("utilization_pct")),
-                    engine_active=_float(v.get("engine_active")),
-                    xid=_int(v.get("xid")),
-                    mig_profile=gpu.mig_profile if instance is not None else None,
-                    mig_instance=instance,
-                    namespace=owner[0] if owner else None,
-                    pod=owner[1] if owner else None,
-                    container=owner[2] if owner else None,
-                    xid_counts=gpu.xid_counts,
-                    xid_window_ms=gpu.xid_window_ms,
-                    rows_remapped_correctable=_int(v.get("rows_remapped_correctable")),
-                    rows_remapped_uncorrectable=_int(v.get("rows_remapped_uncorrectable")),
-                    row_remap_pending=_bool(v.get("row_remap_pending")),
-                    row_remap_failed=_bool(v.get("row_remap_failed")),
-                )
-            except ValidationError as exc:
-                where = f"GPU {index}" + (f" instance {instance}" if instance is not None else "")
-                problem = "; ".join(e["msg"] for e in exc.errors())
-                self.rejected.append(Rejected(gpu.first_line, "value", f"{where}: {problem}"))
+        for key, gpu in self.gpus.items():
+            refused = self._conflicts(key, gpu)
+            lines = sorted(no for no in gpu.lines if no not in refused)
+            if not lines:
                 continue
-            out.append(TimedSample(sample, gpu.at or scraped_at))
+            try:
+                sample = _sample(key, gpu, lines, refused)
+            except ValidationError as exc:
+                self._refuse(gpu, lines, kind_of(exc), f"{_where(key)}: {describe(exc)}")
+                continue
+            except Exception as exc:  # our bug on an input nobody foresaw: costs this GPU
+                why = f"{_where(key)}: {type(exc).__name__}: {clip(str(exc))}"
+                self._refuse(gpu, lines, "unexpected", why)
+                continue
+            at = max((gpu.times[no] for no in lines if no in gpu.times), default=scraped_at)
+            out.append(TimedSample(sample, at, tuple(lines)))
         return out
 
 
-def _float(value: float | int | bool | None) -> float | None:
+def _sample(key: Key, gpu: _Gpu, lines: list[int], refused: set[int]) -> GpuSample:
+    node, index, instance = key
+    v: dict[str, Value] = {}
+    xid_counts: dict[int, int] | None = None
+    for (name, xid), entries in gpu.series.items():
+        kept = [value for no, value in entries if no not in refused]
+        if not kept or kept[0] is None:
+            continue
+        if name == XID_COUNT:
+            xid_counts = {} if xid_counts is None else xid_counts
+            if xid and kept[0]:
+                xid_counts[int(xid)] = int(kept[0])
+        elif name == WINDOW:
+            v["xid_window_ms"] = kept[0]
+        else:
+            v[FIELDS[name].slot] = kept[0]
+    labels = [gpu.lines[no].labels for no in lines]
+    owners = {o for o in map(L.owner, labels) if o is not None}
+    owner = next(iter(owners)) if len(owners) == 1 else None
+    return GpuSample(
+        node=node,
+        gpu_index=index,
+        uuid=_label(labels, L.UUID),
+        model=_label(labels, "modelName"),
+        memory_total_mib=_total(v),
+        memory_used_mib=_float(v.get("memory_used_mib")),
+        memory_reserved_mib=_float(v.get("memory_reserved_mib")),
+        utilization_pct=_float(v.get("utilization_pct")),
+        engine_active=_float(v.get("engine_active")),
+        xid=_int(v.get("xid")),
+        mig_profile=_label(labels, "GPU_I_PROFILE") if instance is not None else None,
+        mig_instance=instance,
+        namespace=owner[0] if owner else None,
+        pod=owner[1] if owner else None,
+        container=owner[2] if owner else None,
+        xid_counts=xid_counts,
+        xid_window_ms=_int(v.get("xid_window_ms")),
+        rows_remapped_correctable=_int(v.get("rows_remapped_correctable")),
+        rows_remapped_uncorrectable=_int(v.get("rows_remapped_uncorrectable")),
+        row_remap_pending=_bool(v.get("row_remap_pending")),
+        row_remap_failed=_bool(v.get("row_remap_failed")),
+    )
+
+
+def _label(labels: list[dict[str, str]], names: tuple[str, ...] | str) -> str | None:
+    return next((value for value in (L.first(x, names) for x in labels) if value), None)
+
+
+def _float(value: Value) -> float | None:
     return None if value is None else float(value)
 
 
-def _int(value: float | int | bool | None) -> int | None:
+def _int(value: Value) -> int | None:
     return None if value is None else int(value)
 
 
-def _bool(value: float | int | bool | None) -> bool | None:
+def _bool(value: Value) -> bool | None:
     return None if value is None else bool(value)
 
 
-def _total(v: dict[str, float | int | bool | None]) -> float | None:
+def _total(v: dict[str, Value]) -> float | None:
     """DCGM's FB_TOTAL when exported; else used + free + reserved (DCGM's "used" leaves the
     driver's reservation out). Without the reservation the sum would understate the card, so
     the total stays unknown rather than guessed."""
-    if v.get("total") is not None:
-        return _float(v["total"])
-    parts = [v.get("used"), v.get("free"), v.get("reserved")]
+    if v.get("memory_total_mib") is not None:
+        return _float(v["memory_total_mib"])
+    parts = [v.get("memory_used_mib"), v.get("memory_free_mib"), v.get("memory_reserved_mib")]
     if any(p is None for p in parts):
         return None
     return sum(float(p) for p in parts if p is not None)
 
 
 def parse_exposition(
-    data: bytes | str, *, scraped_at: datetime, default_node: str | None = None
+    data: bytes | str,
+    *,
+    scraped_at: datetime,
+    default_node: str | None = None,
+    min_timestamp: datetime = MIN_TIMESTAMP,
 ) -> ParseResult:
     """Samples from one dcgm-exporter page. ``default_node`` names the node for lines without
     a ``Hostname`` label (exporters started with ``--no-hostname``, or a page saved from one
-    node); bad lines are returned as rejected, and the rest still make samples."""
-    builder = _Builder(default_node=default_node)
+    node); line timestamps before ``min_timestamp`` are refused as implausible. Bad lines are
+    returned as rejected, the rest still make samples; never raises."""
+    builder = _Builder(default_node=default_node, min_timestamp=min_timestamp)
     rejected: list[Rejected] = []
     for item in read_lines(data):
         if isinstance(item, Rejected):
             rejected.append(item)
-        else:
+            continue
+        try:
             builder.add(item)
+        except Exception as exc:  # our bug on an input nobody foresaw: costs this line
+            why = f"{clip(item.name, 80)}: {type(exc).__name__}: {clip(str(exc))}"
+            rejected.append(Rejected(item.line_no, "unexpected", why, item.text))
     samples = builder.samples(scraped_at)
     rejected.extend(builder.rejected)
     rejected.sort(key=lambda r: r.line_no)
-    return ParseResult(samples=samples, rejected=rejected, blanks=builder.blanks)
+    return ParseResult(
+        samples=samples, rejected=rejected, blanks=builder.blanks, ignored=builder.ignored
+    )

@@ -9,9 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from models import GpuSample
+from models.bounds import describe
 
 MIB = 1024 * 1024
+_BOUND_ERRORS = frozenset(
+    {"less_than_equal", "greater_than_equal", "less_than", "greater_than", "finite_number"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +51,25 @@ class NvmlReading:
     """UUIDs of the card's MIG devices: the kubelet assigns those, not the card."""
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A reading that makes no valid sample: ``reason`` the stable code (``out_of_range`` for
+    a value no card can have, ``value`` for values impossible together, such as used above
+    total), ``detail`` one line naming the card and the field."""
+
+    reason: str
+    detail: str
+
+
 def _mib(value: int | None) -> float | None:
-    return None if value is None else value / MIB
+    # NVML's byte counts are 64-bit, so the quotient is below 2**44; a value past any float
+    # (only a broken binding could give one) is refused by the sample's finite-number rule.
+    if value is None:
+        return None
+    try:
+        return value / MIB
+    except OverflowError:
+        return float("inf")
 
 
 def card_owner(assigned: frozenset[PodRef]) -> PodRef | None:
@@ -102,3 +125,21 @@ def to_sample(
         namespace=owner.namespace if owner else None,
         container=owner.container if owner else None,
     )
+
+
+def checked_sample(
+    node: str,
+    reading: NvmlReading,
+    *,
+    pod_of_pid: Callable[[int], PodRef | None],
+    assigned: frozenset[PodRef] = frozenset(),
+) -> GpuSample | Refused:
+    """``to_sample``, with a reading the sample's bounds refuse returned as Refused naming
+    the field, so the sampler can pass the card over and go on with the others."""
+    try:
+        return to_sample(node, reading, pod_of_pid=pod_of_pid, assigned=assigned)
+    except ValidationError as exc:
+        bound = all(err["type"] in _BOUND_ERRORS for err in exc.errors())
+        return Refused(
+            "out_of_range" if bound else "value", f"GPU {reading.index}: {describe(exc)}"
+        )

@@ -3,6 +3,13 @@
 On a machine without a GPU it says so in one line and, per setting, returns or idles (a
 DaemonSet pod on a CPU node should neither crash-loop nor spin). A card's pod comes from the
 kubelet's pod-resources assignment where the kubelet answers, else from its processes' cgroups.
+
+One card's failure costs that card's sample for the round, never the others': a card NVML
+cannot read is counted and logged once until it reads again (the driver's problem, nothing to
+keep), and a reading that makes no valid sample (a value out of range, or any exception while
+mapping it) is refused through the process's ``RefusalLog`` (source ``nvml``) with the reading
+as its raw form. Before, one card's impossible reading raised out of the round, and the
+supervisor restarted the sampler every round without a sample from any card.
 """
 
 from __future__ import annotations
@@ -17,8 +24,9 @@ from typing import Literal, Protocol
 
 from connectors.gpu.cgroup import pod_uid_of_pid
 from connectors.gpu.nvml import Nvml, NvmlUnavailable
-from connectors.gpu.podresources import KubeletAssignments, assigned
-from connectors.gpu.reading import NvmlReading, PodRef, to_sample
+from connectors.gpu.podresources import GpuOwners, KubeletAssignments, assigned
+from connectors.gpu.reading import NvmlReading, PodRef, Refused, checked_sample
+from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
 
 log = logging.getLogger(__name__)
@@ -51,6 +59,7 @@ class NvmlSampler:
         interval_s: float,
         on_no_gpu: NoGpu,
         emit: Callable[[Envelope], Awaitable[None]],
+        refusals: RefusalLog,
         pod_of_pid: Callable[[int], PodRef | None] = pod_by_cgroup,
         source: str = "nvml",
         pod_resources: KubeletAssignments | None = None,
@@ -62,6 +71,7 @@ class NvmlSampler:
         self.interval_s = interval_s
         self.on_no_gpu = on_no_gpu
         self.emit = emit
+        self.refusals = refusals
         self.pod_of_pid = pod_of_pid
         self.source = source
         self.pod_resources = pod_resources
@@ -109,14 +119,37 @@ class NvmlSampler:
                 self._failed(f"gpu {index}", exc)
                 continue
             self._recovered(f"gpu {index}")
+            env = self._envelope(reading, xids, owners, at)
+            if env is None:
+                continue
+            await self.emit(env)  # the consumer's failure is the source's: the supervisor's
+            self.samples += 1
+
+    def _envelope(
+        self,
+        reading: NvmlReading,
+        xids: dict[str, int],
+        owners: GpuOwners | None,
+        at: datetime,
+    ) -> Envelope | None:
+        """The card's envelope, or None with the reading refused."""
+        try:
             if reading.uuid is not None and reading.uuid in xids:
                 reading = replace(reading, xid=xids[reading.uuid])
             mine = assigned(owners or {}, (reading.uuid, *reading.mig_uuids))
-            sample = to_sample(self.node, reading, pod_of_pid=self.pod_of_pid, assigned=mine)
-            await self.emit(
-                Envelope.wrap(GpuSampleEvent(sample=sample), event_time=at, source=self.source)
-            )
-            self.samples += 1
+            made = checked_sample(self.node, reading, pod_of_pid=self.pod_of_pid, assigned=mine)
+            if not isinstance(made, Refused):
+                return Envelope.wrap(GpuSampleEvent(sample=made), event_time=at, source=self.source)
+        except Exception as exc:  # our bug on a reading nobody foresaw: costs this card
+            why = f"{type(exc).__name__}: {str(exc)[:200]}"  # one line, not a whole repr
+            made = Refused("unexpected", f"GPU {reading.index}: {why}")
+        self.refusals.refuse(
+            source=self.source,
+            reason=made.reason,
+            detail=f"{self.node} {made.detail}",
+            raw=repr(reading),
+        )
+        return None
 
     def _failed(self, what: str, exc: Exception) -> None:
         """Counted every time, logged once until it reads again (NVML fails per card)."""

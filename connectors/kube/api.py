@@ -12,6 +12,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s
 
+from connectors.kube.objects import Undecodable
 from models import KubeResource, KubeSettings
 
 __all__ = [
@@ -195,6 +196,28 @@ class ResourceClient:
             SimpleNamespace(data=orjson.dumps(raw)), self.rtype.model
         )
 
+    def raw_of(self, obj: Any) -> Any:
+        """The object as the API server wrote it (camelCase, no nulls), for a dead letter:
+        the model's own ``to_dict`` is snake_case and full of nulls nobody sent."""
+        if isinstance(obj, Undecodable):
+            return obj.raw
+        if isinstance(obj, dict):
+            return obj
+        try:
+            return self.api_client.sanitize_for_serialization(obj)
+        except Exception:  # a half-built model: raw_text falls back to what it can show
+            return obj
+
+    def read(self, raw: Any) -> Any:
+        """``decode``, or an ``Undecodable`` keeping the item's place: one object the client
+        cannot read must not cost the page (up to ``page_size`` objects) it came in."""
+        if not isinstance(raw, dict):
+            return Undecodable(raw={"item": raw}, error=f"not an object: {type(raw).__name__}")
+        try:
+            return self.decode(raw)
+        except Exception as exc:
+            return Undecodable(raw=raw, error=f"{type(exc).__name__}: {exc}")
+
     async def list_page(self, *, limit: int, continue_token: str | None) -> Page:
         kwargs: dict[str, Any] = {
             "limit": limit,
@@ -209,7 +232,7 @@ class ResourceClient:
                 raise error_for(response.status, body)
         data = orjson.loads(body)
         meta = data.get("metadata") or {}
-        items = [self.decode(item) for item in data.get("items") or []]
+        items = [self.read(item) for item in data.get("items") or []]
         return Page(
             items=items,
             resource_version=str(meta.get("resourceVersion") or ""),

@@ -6,16 +6,16 @@ only thing that grows, and only with the cluster."""
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from connectors.kube.metrics import KubeMetrics
-from connectors.kube.objects import MappingError, identity_of
+from connectors.kube.objects import MappingError, identity_of, name_of, raw_text
 from connectors.kube.pods import GangLookup, oom_kills, pod_from_kube
 from connectors.kube.scheduling import event_count, event_time, oom_event, scheduler_event
+from connectors.refusals import RefusalLog
 from models import (
     Envelope,
     Frozen,
@@ -64,29 +64,34 @@ class Handler(Protocol[S]):
 
 
 class MappingErrors:
-    """An object that cannot be read is counted, logged, and the watch goes on: one bad object
-    must not stop the stream for the rest of the cluster. The same problem of the same object
-    is logged once (a node's status updates would repeat it every few minutes); that memory is
-    capped, so a cluster full of unreadable objects cannot grow it."""
+    """An object that cannot be read is refused (counted, logged now and then, dead-lettered)
+    and the watch goes on: one bad object must not stop the stream for the rest of the
+    cluster. Refused again at each new version: a node's status update every few minutes
+    repeats it, and the dead letter's id keeps identical repeats to one row."""
 
-    LOGGED_CAP = 10_000
-
-    def __init__(self, *, resource: str, metrics: KubeMetrics) -> None:
+    def __init__(
+        self,
+        *,
+        resource: str,
+        metrics: KubeMetrics,
+        refusals: RefusalLog,
+        raw_of: Callable[[Any], Any],
+    ) -> None:
         self.resource = resource
         self.metrics = metrics
-        self._logged: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.refusals = refusals
+        self.raw_of = raw_of
+        """The object as the API server sent it (the client's serializer)."""
 
     def report(self, obj: Any, exc: MappingError) -> None:
         self.metrics.errors.labels(self.resource, "mapping").inc()
-        key, rv = identity_of(obj)
-        seen = (key, str(exc))
-        if seen in self._logged:
-            self._logged.move_to_end(seen)
-            return
-        self._logged[seen] = None
-        if len(self._logged) > self.LOGGED_CAP:
-            self._logged.popitem(last=False)
-        log.warning("%s %s (resourceVersion %s): %s; not emitted", self.resource, key, rv, exc)
+        rv = identity_of(obj)[1]
+        self.refusals.refuse(
+            source=f"kube/{self.resource}",
+            reason="mapping",
+            detail=f"{name_of(obj)} (resourceVersion {rv or '?'}): {exc}; not emitted",
+            raw=raw_text(self.raw_of(obj)),
+        )
 
 
 def node_payload(change: Change, node: Node) -> PayloadModel:

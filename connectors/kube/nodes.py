@@ -23,9 +23,10 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
-from connectors.kube.objects import MappingError, taints_of
+from connectors.kube.objects import MappingError, refused_fields, taints_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_quantity
 from models import Node
+from models.bounds import REPLICAS_MAX
 
 __all__ = ["node_from_kube"]
 
@@ -45,9 +46,12 @@ def _amount(resources: dict[str, Any], name: str) -> int:
     if raw is None:
         return 0
     try:
-        return max(0, int(parse_quantity(raw)))
+        amount = int(parse_quantity(raw))
     except QuantityError as exc:
         raise MappingError(f"allocatable {name}: {exc}") from None
+    if amount < 0:
+        raise MappingError(f"allocatable {name}: {raw!r} is negative")
+    return amount
 
 
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
@@ -66,12 +70,18 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         memory_mib = int(parse_quantity(allocatable.get("memory", 0)) / (1024 * 1024))
     except QuantityError as exc:
         raise MappingError(f"allocatable: {exc}") from None
-    replicas = max(1, _int_label(labels, LABEL_REPLICAS) or 1)
+    replicas = _int_label(labels, LABEL_REPLICAS)
+    if replicas is None:
+        replicas = 1
+    elif not 1 <= replicas <= REPLICAS_MAX:
+        raise MappingError(f"label {LABEL_REPLICAS}={replicas} is outside 1..{REPLICAS_MAX}")
     advertised = _amount(allocatable, GPU) + _amount(allocatable, GPU_SHARED)
     cards = advertised // replicas
     counted = _int_label(labels, LABEL_COUNT)
     if counted is not None:
-        cards = min(cards, max(0, counted))
+        if counted < 0:
+            raise MappingError(f"label {LABEL_COUNT}={counted} is negative")
+        cards = min(cards, counted)
     mig = {
         profile: _amount(allocatable, name)
         for name in sorted(allocatable)
@@ -91,8 +101,8 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     try:
         return Node(
             name=meta.name,
-            cpu_milli=max(0, cpu_milli),
-            memory_mib=max(0, memory_mib),
+            cpu_milli=cpu_milli,
+            memory_mib=memory_mib,
             gpu_model=model,
             gpu_count=cards,
             gpu_memory_mib=card_memory if model is not None and card_memory else None,
@@ -104,5 +114,4 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
             pool=labels.get(pool_label) if pool_label else None,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise MappingError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise refused_fields(exc) from None

@@ -3,16 +3,25 @@ custom-resource dicts, taints and tolerations, and time stamps."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+from pydantic import ValidationError
+
 from models import Taint, Toleration
+from models.bounds import describe
 
 __all__ = [
     "MappingError",
+    "Undecodable",
     "aware",
     "get_path",
     "identity_of",
+    "name_of",
+    "raw_text",
+    "refused_fields",
     "taints_of",
     "tolerations_of",
 ]
@@ -22,6 +31,38 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 class MappingError(ValueError):
     """An object that cannot be read into gpufrag's models; the message names the field."""
+
+
+def refused_fields(exc: ValidationError, *, where: str = "") -> MappingError:
+    """The model's refusal as a MappingError naming every refused field (up to three), so a
+    pod with a 10^17-core request says ``requests.cpu_milli`` and the limit, not a traceback."""
+    text = describe(exc)
+    return MappingError(f"{where}{text}" if not where else f"{where}: {text}")
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A listed or watched item the API client could not turn into its model: it keeps its
+    place (key, resourceVersion) so the rest of the page goes on and a re-list does not retry
+    the same version, and its raw form for the dead letter."""
+
+    raw: dict[str, Any]
+    error: str
+
+
+def raw_text(obj: Any) -> str:
+    """An object as JSON for a dead letter, whatever it is; never raises."""
+    if isinstance(obj, Undecodable):
+        obj = obj.raw
+    elif not isinstance(obj, dict) and hasattr(obj, "to_dict"):
+        try:
+            obj = obj.to_dict()
+        except Exception:  # a half-built model: its repr still says what arrived
+            return repr(obj)
+    try:
+        return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # ints past 64 bits, among others: the repr keeps every digit
+        return repr(obj)
 
 
 def get_path(obj: Any, *path: str) -> Any:
@@ -34,18 +75,32 @@ def get_path(obj: Any, *path: str) -> Any:
     return cur
 
 
+def _meta(obj: Any) -> tuple[Any, Any, Any, Any]:
+    """(uid, resourceVersion, namespace, name) of a model, a dict or an Undecodable; None for
+    whatever is missing, since a refused object may lack any of them."""
+    if isinstance(obj, Undecodable):
+        obj = obj.raw
+    if isinstance(obj, dict):
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        return meta.get("uid"), meta.get("resourceVersion"), meta.get("namespace"), meta.get("name")
+    meta = getattr(obj, "metadata", None)
+    if meta is None:
+        return None, None, None, None
+    return meta.uid, meta.resource_version, meta.namespace, meta.name
+
+
+def name_of(obj: Any) -> str:
+    """ "namespace/name" (or the name) for messages: a uid says nothing to the reader."""
+    _, _, namespace, name = _meta(obj)
+    return f"{namespace}/{name}" if namespace else str(name or "?")
+
+
 def identity_of(obj: Any) -> tuple[str, str]:
     """(store key, resourceVersion) of a model object or a custom-resource dict. The key is the
     uid, so an object deleted and recreated under the same name is two objects, as it is to
     the API server; namespace/name only when the uid is missing."""
-    if isinstance(obj, dict):
-        meta = obj.get("metadata") or {}
-        uid, rv = meta.get("uid"), meta.get("resourceVersion")
-        namespace, name = meta.get("namespace"), meta.get("name")
-    else:
-        meta = obj.metadata
-        uid, rv = meta.uid, meta.resource_version
-        namespace, name = meta.namespace, meta.name
+    uid, rv, namespace, name = _meta(obj)
     key = uid or f"{namespace or ''}/{name or ''}"
     return str(key), str(rv or "")
 

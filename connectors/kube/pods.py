@@ -27,7 +27,7 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
-from connectors.kube.objects import MappingError, aware, tolerations_of
+from connectors.kube.objects import MappingError, aware, refused_fields, tolerations_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_quantity
 from models import (
     MILLI_PER_GPU,
@@ -156,7 +156,7 @@ def resource_request_of(spec: Any) -> ResourceRequest:
     if gpus > 0:
         gpu_milli = MILLI_PER_GPU
         if cores is not None:
-            cores_pct = min(100, max(0, ceil_int(cores)))
+            cores_pct = ceil_int(cores)
             if gpus == 1 and 0 < cores_pct < 100:
                 gpu_milli = cores_pct * MILLI_PER_GPU // 100
         if memory is not None and memory > 0:
@@ -168,16 +168,16 @@ def resource_request_of(spec: Any) -> ResourceRequest:
     }
     try:
         return ResourceRequest(
-            cpu_milli=max(0, ceil_int(total.get("cpu", zero) * 1000)),
-            memory_mib=max(0, ceil_int(total.get("memory", zero) / (1024 * 1024))),
-            gpu_count=max(0, gpus),
+            cpu_milli=ceil_int(total.get("cpu", zero) * 1000),
+            memory_mib=ceil_int(total.get("memory", zero) / (1024 * 1024)),
+            gpu_count=gpus,
             gpu_milli=gpu_milli,
             mig=mig,
             gpu_memory_mib=memory_mib,
             gpu_cores_pct=cores_pct,
         )
     except ValidationError as exc:
-        raise MappingError(f"requests: {exc.errors()[0]['msg']}") from None
+        raise refused_fields(exc, where="requests") from None
 
 
 def _first(mapping: dict[str, str], keys: Iterable[str]) -> str | None:
@@ -284,8 +284,7 @@ def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
             created_at=aware(meta.creation_timestamp) or now,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise MappingError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise refused_fields(exc) from None
 
 
 @dataclass(frozen=True, slots=True)

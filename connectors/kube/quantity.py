@@ -12,6 +12,8 @@ from decimal import Decimal
 __all__ = ["QuantityError", "ceil_int", "parse_quantity"]
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+QUANTITY_MAX = Decimal(10) ** 30
+"""Far past any resource (10^30 bytes is a million exabytes), still cheap to convert."""
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
 
@@ -44,6 +46,9 @@ def parse_quantity(value: object) -> Decimal:
         raise QuantityError(f"not a quantity: {value!r}") from None
     if not parsed.is_finite():
         raise QuantityError(f"not a quantity: {value!r}")
+    if abs(parsed) > QUANTITY_MAX:
+        # 1e999999 is a valid Decimal; turning it into an int would build a million digits.
+        raise QuantityError(f"{value!r} is past any real resource (over 10^30)")
     return parsed
 
 

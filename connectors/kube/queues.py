@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from connectors.kube.gpu import is_gpu_resource
-from connectors.kube.objects import MappingError, get_path
+from connectors.kube.objects import MappingError, get_path, refused_fields
 from connectors.kube.quantity import QuantityError, parse_quantity
 from models import QueueObject, QueueSourceKind
 
@@ -45,7 +45,7 @@ def _gpu_amounts(resources: Any, *, strip_requests: bool = False) -> dict[str, D
 
 
 def _floats(amounts: dict[str, Decimal]) -> Amounts:
-    return {k: max(0.0, float(v)) for k, v in sorted(amounts.items())}
+    return {k: float(v) for k, v in sorted(amounts.items())}
 
 
 def _sum(parts: Iterable[dict[str, Decimal]]) -> dict[str, Decimal]:
@@ -57,19 +57,15 @@ def _sum(parts: Iterable[dict[str, Decimal]]) -> dict[str, Decimal]:
 
 
 def _count(value: Any) -> int | None:
-    return (
-        int(value)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        else None
-    )
+    # A negative count goes on to the model, which refuses it: it is wrong, not unknown.
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _build(**fields: Any) -> QueueObject:
     try:
         return QueueObject(**fields)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise MappingError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise refused_fields(exc) from None
 
 
 def _meta(obj: dict[str, Any]) -> tuple[str | None, str, str]:

@@ -33,7 +33,8 @@ from connectors.backoff import Backoff
 from connectors.kube.api import Gone, KubeApiError, NotServed, ResourceClient
 from connectors.kube.handlers import Emit, Handler
 from connectors.kube.metrics import KubeMetrics
-from connectors.kube.objects import get_path, identity_of
+from connectors.kube.objects import Undecodable, get_path, identity_of, name_of, raw_text
+from connectors.refusals import RefusalLog
 from models import Envelope
 
 __all__ = ["Entry", "Reflector", "ReflectorOptions"]
@@ -88,8 +89,10 @@ class Reflector(Generic[S]):
         options: ReflectorOptions,
         metrics: KubeMetrics,
         rng: random.Random,
+        refusals: RefusalLog,
     ) -> None:
         self.client = client
+        self.refusals = refusals
         self.handler = handler
         self.emit = emit
         self.options = options
@@ -104,8 +107,8 @@ class Reflector(Generic[S]):
         self._lock = asyncio.Lock()
         self._failures = 0
         self._gone_streak = 0
-        self._object_reasons_logged: set[str] = set()
         """410s with no watch event in between: the second one in a row waits (backoff)."""
+        self._object_reasons_logged: set[str] = set()
         self._backoff = Backoff(
             initial_s=options.backoff_initial_s, max_s=options.backoff_max_s, rng=rng
         )
@@ -259,11 +262,25 @@ class Reflector(Generic[S]):
             response.close()
 
     async def _on_line(self, line: bytes) -> None:
-        event = orjson.loads(line)
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            event = exc
+        if not isinstance(event, dict) or not isinstance(event.get("object") or {}, dict):
+            # Re-watching from the same resourceVersion would only meet the same line again.
+            self.metrics.errors.labels(self.name, "object:unreadable_event").inc()
+            self.refusals.refuse(
+                source=f"kube/{self.name}",
+                reason="unreadable_event",
+                detail=f"a watch event that is not a JSON object ({event}); skipped",
+                raw=line,
+            )
+            return
         kind = event.get("type")
         raw = event.get("object") or {}
         if kind == "ERROR":
-            code = int(raw.get("code") or 0)
+            code = raw.get("code")
+            code = code if isinstance(code, int) else 0
             message = str(raw.get("message") or raw.get("reason") or "")
             if code == 410:
                 raise Gone(410, message)
@@ -274,15 +291,7 @@ class Reflector(Generic[S]):
             if rv:
                 self.resource_version = rv
             return
-        try:
-            obj = self.client.decode(raw)
-        except Exception as exc:  # an object the client cannot read: skip it, keep watching
-            namespace = get_path(raw, "metadata", "namespace") or ""
-            key = f"{namespace}/{get_path(raw, 'metadata', 'name')}"
-            self._object_failed(key, rv, exc)
-            if rv:
-                self.resource_version = rv
-            return
+        obj = self.client.read(raw)
         key, rv = identity_of(obj)
         async with self._lock:
             if kind in ("ADDED", "MODIFIED"):
@@ -302,30 +311,38 @@ class Reflector(Generic[S]):
 
     async def _apply(self, key: str, rv: str, obj: Any, entry: Entry[S] | None) -> None:
         prev = entry.state if entry is not None else None
-        try:
-            state, out = await self.handler.upsert(obj, prev)
-        except Exception as exc:  # one object's failure must not stop the rest of the cluster
-            self._object_failed(key, rv, exc)
+        state: S | None
+        out: list[Envelope]
+        if isinstance(obj, Undecodable):
+            self._refuse("undecodable", key, rv, obj.error, obj)
             state, out = prev, []
+        else:
+            try:
+                state, out = await self.handler.upsert(obj, prev)
+            except Exception as exc:  # one object's failure must not stop the rest
+                self._object_failed(key, rv, exc, obj)
+                state, out = prev, []
         # the failed version is remembered too: a re-list or a resumed watch does not retry it
         self.store[key] = Entry(rv=rv, state=state)
         await self._emit_all(out)
 
-    def _object_failed(self, key: str, rv: str, exc: Exception) -> None:
+    def _object_failed(self, key: str, rv: str, exc: Exception, obj: Any) -> None:
         reason = f"object:{type(exc).__name__}"
-        self.metrics.errors.labels(self.name, reason).inc()
-        if reason not in self._object_reasons_logged:  # once per reason, the count is a metric
+        if reason not in self._object_reasons_logged:
+            # An exception nobody expected is a bug to fix: its traceback once per type,
+            # the rest is counted and dead-lettered by the refusal log.
             self._object_reasons_logged.add(reason)
-            log.warning(
-                "%s: %s (resourceVersion %s) could not be handled (%s: %s); skipped, the "
-                "rest of the resource goes on",
-                self.name,
-                key,
-                rv,
-                type(exc).__name__,
-                exc,
-                exc_info=True,
-            )
+            log.warning("%s: unexpected failure handling %s", self.name, key, exc_info=True)
+        self._refuse("unexpected", key, rv, f"{type(exc).__name__}: {exc}", obj)
+
+    def _refuse(self, reason: str, key: str, rv: str, detail: str, obj: Any) -> None:
+        self.metrics.errors.labels(self.name, f"object:{reason}").inc()
+        self.refusals.refuse(
+            source=f"kube/{self.name}",
+            reason=reason,
+            detail=f"{name_of(obj)} (resourceVersion {rv or '?'}): {detail}; skipped",
+            raw=raw_text(self.client.raw_of(obj)),
+        )
 
     async def _drop(self, key: str) -> None:
         entry = self.store.pop(key)

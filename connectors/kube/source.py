@@ -34,6 +34,7 @@ from connectors.kube.queues import (
     workload_from_dict,
 )
 from connectors.kube.reflector import Reflector, ReflectorOptions
+from connectors.refusals import RefusalLog
 from models import KubeResource, KubeSettings, Node, QueueObject
 
 __all__ = ["KubeSource"]
@@ -63,11 +64,13 @@ class KubeSource:
         settings: KubeSettings,
         emit: Emit,
         registry: CollectorRegistry,
+        refusals: RefusalLog,
         clock: Clock = _utc_now,
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = KubeMetrics(registry)
+        self.refusals = refusals
         self.gangs = GangIndex()
         self.clock = clock
         rng = rng or random.Random()
@@ -92,16 +95,22 @@ class KubeSource:
             )
             self.reflectors[resource] = Reflector(
                 client=client,
-                handler=self._handler(resource),
+                handler=self._handler(resource, client),
                 emit=emit,
                 options=options,
                 metrics=self.metrics,
                 rng=random.Random(rng.random()),
+                refusals=refusals,
             )
 
-    def _handler(self, resource: KubeResource) -> Handler[Any]:
+    def _handler(self, resource: KubeResource, client: ResourceClient) -> Handler[Any]:
         source, clock = self.settings.source, self.clock
-        errors = MappingErrors(resource=resource.value, metrics=self.metrics)
+        errors = MappingErrors(
+            resource=resource.value,
+            metrics=self.metrics,
+            refusals=self.refusals,
+            raw_of=client.raw_of,
+        )
         if resource is KubeResource.PODS:
             self._pods = PodHandler(
                 gangs=self.gangs.lookup, source=source, clock=clock, errors=errors

@@ -2,7 +2,9 @@
 
 Used only to print published figures *beside* ours (``gpufrag experiment --published``); nothing
 in gpufrag computes from them. The directory holds one CSV per metric with the columns
-``workload,sc_policy,tune,seed,[total_gpus,]0,1,...,130``.
+``workload,sc_policy,tune,seed,[total_gpus,]0,1,...,130``. A file that cannot be read as
+such (too large, not UTF-8, not CSV, a value that is not a finite number) is a
+PublishedResultsError naming it, never an exception from the csv or codecs modules.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+from models.settings import TraceSettings
 
 # Which file holds which metric, by a fragment of its name.
 METRIC_FILES = {
@@ -45,9 +49,26 @@ def _metric_file(directory: Path, fragment: str) -> Path:
 
 
 def _mean_rows(
+    path: Path, workload: str, label: str, seeds: set[int], ratio: float, max_bytes: int
+) -> tuple[list[float], list[int]]:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise PublishedResultsError(
+            f"{path.name}: {size} bytes, over the {max_bytes}-byte limit "
+            "(GPUFRAG_TRACE__MAX_FILE_BYTES)"
+        )
+    try:
+        return _read_means(path, workload, label, seeds, ratio)
+    except UnicodeDecodeError as exc:
+        raise PublishedResultsError(f"{path.name}: not valid UTF-8: {exc.reason}") from None
+    except csv.Error as exc:
+        raise PublishedResultsError(f"{path.name}: malformed CSV: {exc}") from None
+
+
+def _read_means(
     path: Path, workload: str, label: str, seeds: set[int], ratio: float
 ) -> tuple[list[float], list[int]]:
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         missing = [c for c in ("workload", "sc_policy", "tune", "seed") if c not in header]
@@ -67,18 +88,22 @@ def _mean_rows(
                 seed = int(row["seed"])
             except (TypeError, ValueError):
                 raise PublishedResultsError(f"{path.name}:{line}: bad tune or seed") from None
-            if seed not in seeds or not math.isclose(tune, ratio):
+            if seed not in seeds or not math.isfinite(tune) or not math.isclose(tune, ratio):
                 continue
             if seed in used:
                 raise PublishedResultsError(f"{path.name}:{line}: seed {seed} appears twice")
             used.append(seed)
             for i, level in enumerate(levels):
                 try:
-                    sums[i] += float(row[level])
+                    value = float(row[level])
                 except (TypeError, ValueError):
+                    value = math.nan
+                if not math.isfinite(value):  # 'nan' and '1e999' are floats, not figures
                     raise PublishedResultsError(
-                        f"{path.name}:{line}: column {level!r}: not a number: {row[level]!r}"
-                    ) from None
+                        f"{path.name}:{line}: column {level!r}: not a finite number: "
+                        f"{str(row[level])[:40]!r}"
+                    )
+                sums[i] += value
     lacking = sorted(seeds - set(used))
     if lacking:
         raise PublishedResultsError(
@@ -89,9 +114,17 @@ def _mean_rows(
 
 
 def read_published(
-    directory: Path, *, workload: str, policy: str, seeds: set[int], ratio: float = 1.3
+    directory: Path,
+    *,
+    workload: str,
+    policy: str,
+    seeds: set[int],
+    ratio: float = 1.3,
+    settings: TraceSettings | None = None,
 ) -> PublishedCurve:
-    """Means over the requested seeds of each published metric, per arrived-demand level."""
+    """Means over the requested seeds of each published metric, per arrived-demand level;
+    ``settings`` gives the file size cap (the trace's)."""
+    max_bytes = (settings or TraceSettings()).max_file_bytes
     if not directory.is_dir():
         raise PublishedResultsError(f"{directory}: not a directory")
     label = POLICY_LABELS.get(policy)
@@ -101,7 +134,7 @@ def read_published(
     used: list[int] = []
     for metric, fragment in METRIC_FILES.items():
         curves[metric], used = _mean_rows(
-            _metric_file(directory, fragment), workload, label, seeds, ratio
+            _metric_file(directory, fragment), workload, label, seeds, ratio, max_bytes
         )
     n = len(curves["alloc_pct"])
     if any(len(c) != n for c in curves.values()):

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from connectors.gpu.sampler import NvmlSampler
+from connectors.refusals import RefusalLog
 from models import Envelope, to_json
 
 HOLD = """
@@ -34,10 +35,15 @@ async def one_round(label: str, out: list[dict[str, object]]) -> None:
     async def emit(env: Envelope) -> None:
         got.append(env)
 
-    sampler = NvmlSampler(node="device", interval_s=1, on_no_gpu="exit", emit=emit)
+    refusals = RefusalLog()  # a card refused on the real GPU shows in the output below
+    sampler = NvmlSampler(
+        node="device", interval_s=1, on_no_gpu="exit", emit=emit, refusals=refusals
+    )
     await sampler.run(stop=asyncio.Event(), max_rounds=1)
     if sampler.unavailable:
         print(f"{label}: {sampler.unavailable}")
+    if refusals.last is not None:
+        print(f"{label}: {refusals.total()} refused, last: {refusals.last.detail}")
     for env in got:
         row = json.loads(to_json(env))
         row["round"] = label

@@ -4,7 +4,7 @@ CREATE TABLE IF NOT EXISTS runs
     run_id      String,
     started_at  DateTime64(3, 'UTC'),
     updated_at  DateTime64(3, 'UTC'),
-    status      LowCardinality(String),   -- running | finished | interrupted | failed
+    status      LowCardinality(String),   -- running | finished | interrupted | failed | abandoned
     source      String,                   -- e.g. trace:openb_pod_list_default
     mode        LowCardinality(String),
     policy      LowCardinality(String),

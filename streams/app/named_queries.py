@@ -1,7 +1,7 @@
 """Named analytical queries: `.sql` files whose header declares their parameters.
 
 A header line ``-- param: limit UInt32 = 20`` declares a parameter, its ClickHouse type and an
-optional default (``latest`` for run_id means the most recent run). Values are converted and
+optional default (``latest`` for run_id means the latest finished run). Values are converted and
 checked here, then bound by the driver as server-side parameters: never pasted into the SQL.
 """
 

@@ -1,7 +1,14 @@
-"""A pipeline run that writes the history store: its row in ``runs``, and how it stops.
+"""A pipeline run that writes the history store: its row in ``runs``, how it stops, what
+becomes of it when its process dies, and which run a read command reads by default.
 
 Shared by `gpufrag replay` and `gpufrag watch --bus embedded`, so a replay and a live session
 are recorded alike and a Ctrl-C means the same in both.
+
+A run's status is ``running`` from its first row until its last: ``finished`` (it ended by
+itself, or a live session was stopped as it is meant to be), ``interrupted`` (a replay stopped
+early by Ctrl-C, with what was done until then stored), ``failed`` (an error stopped it), or
+``abandoned`` (its process died without writing an end, found when the store is next opened).
+Only a ``finished`` run is complete, so only one is read by default.
 """
 
 from __future__ import annotations
@@ -9,14 +16,40 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import orjson
 from rich.console import Console
 
 from connectors.clickhouse.sink import ClickHouseSink
+from connectors.clickhouse.store import Store
+from streams.app.named_queries import QueryError
 
-__all__ = ["StoreInterrupts", "run_row"]
+__all__ = [
+    "ABANDONED",
+    "FINISHED",
+    "RUNNING",
+    "RunChoice",
+    "StoreInterrupts",
+    "StoredRun",
+    "abandon_orphaned_runs",
+    "choose_run",
+    "run_row",
+]
+
+RUNNING = "running"
+FINISHED = "finished"
+ABANDONED = "abandoned"
+
+# What a run that did not finish holds, for the line a read command prints about it.
+_UNFINISHED = {
+    RUNNING: "it has not ended, so its rows are still being written (or, on a server store, "
+    "its process died and nothing can tell)",
+    "interrupted": "stopped early by Ctrl-C; it holds what was done until then",
+    "failed": "stopped by an error; it holds what was done until then",
+    ABANDONED: "its process died before ending it; it holds what was stored until then",
+}
 
 
 def run_row(
@@ -96,3 +129,108 @@ class StoreInterrupts:
             "and are written by the next replay or sink start",
             highlight=False,
         )
+
+
+def abandon_orphaned_runs(store: Store) -> list[str]:
+    """Mark ``abandoned`` every ``running`` run of a store that nothing else can be writing;
+    returns their ids.
+
+    A killed process never writes its run's last row, so without this its run would stay
+    ``running`` for ever and look like the newest, live one. The store's lock tells: see
+    :meth:`Store.exclusive`. A server store is left alone, since a run there may be live in
+    another process."""
+    if not store.exclusive():
+        return []
+    found = store.query(
+        "SELECT * FROM runs FINAL WHERE status = {status:String}", {"status": RUNNING}
+    ).dicts()
+    if not found:
+        return []
+    now = datetime.now(UTC)
+    for row in found:
+        # a new version of the row: ReplacingMergeTree keeps the latest updated_at, so it must
+        # be later than the running row's even when the clock stepped back since
+        row["updated_at"] = max(now, row["updated_at"] + timedelta(milliseconds=1))
+        row["status"] = ABANDONED
+    store.insert("runs", found)
+    return [str(row["run_id"]) for row in found]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A run's latest row, as much as choosing and naming it needs."""
+
+    run_id: str
+    status: str
+    started_at: datetime
+    updated_at: datetime
+
+    def describe(self) -> str:
+        """When a run ended is what tells two runs apart; one that never ended (or whose end
+        was only noticed later, when abandoned) is told by when it started."""
+        if self.status in (RUNNING, ABANDONED):
+            return f"{self.status}, started {_minute(self.started_at)}"
+        return f"{self.status} {_minute(self.updated_at)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunChoice:
+    """The run a read command reads, and the newer unfinished runs the default passed over."""
+
+    run: StoredRun
+    explicit: bool
+    newer: tuple[StoredRun, ...] = ()
+
+    def note(self) -> str | None:
+        """The stderr line that keeps a partial or passed-over run from going unnoticed; none
+        for a finished run the user named."""
+        run = self.run
+        if self.explicit:
+            if run.status == FINISHED:
+                return None
+            meaning = _UNFINISHED.get(run.status, "not complete")
+            return f"reading run {run.run_id} ({run.describe()}): {meaning}"
+        text = f"reading run {run.run_id} ({run.describe()})"
+        if len(self.newer) == 1:
+            text += f"; newer run {self.newer[0].run_id} is {self.newer[0].status}"
+        elif self.newer:
+            shown = ", ".join(f"{r.run_id} ({r.status})" for r in self.newer[:3])
+            more = f" and {len(self.newer) - 3} more" if len(self.newer) > 3 else ""
+            text += f"; newer runs {shown}{more} did not finish"
+        return text
+
+
+def choose_run(store: Store, run_id: str | None, *, option: str) -> RunChoice:
+    """The run named, or else the latest finished one: a run that did not finish covers only
+    part of its input, and read as "the latest" it would pass for a complete one.
+
+    ``option`` is how the command names a run (``--run ``), for the hint when no run finished.
+    Raises QueryError when there is nothing to read."""
+    runs = [
+        StoredRun(str(i), str(s), started, updated)
+        for i, s, started, updated in store.query(
+            "SELECT run_id, status, started_at, updated_at FROM runs FINAL "
+            "ORDER BY started_at DESC, run_id"
+        ).rows
+    ]
+    if run_id is not None:
+        named = next((r for r in runs if r.run_id == run_id), None)
+        if named is None:
+            raise QueryError(f"no run {run_id!r} in the store")
+        return RunChoice(run=named, explicit=True)
+    if not runs:
+        raise QueryError("the store has no runs yet; run `gpufrag replay` first")
+    for index, run in enumerate(runs):
+        if run.status == FINISHED:
+            return RunChoice(run=run, explicit=False, newer=tuple(runs[:index]))
+    newest = runs[0]
+    raise QueryError(
+        f"the store has no finished run; the newest, {newest.run_id}, is {newest.status} "
+        f"({_UNFINISHED.get(newest.status, 'not complete')}): pass {option}{newest.run_id} to "
+        "read it anyway"
+    )
+
+
+def _minute(at: datetime) -> str:
+    aware = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return f"{aware.astimezone(UTC):%Y-%m-%d %H:%M} UTC"

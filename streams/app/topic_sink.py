@@ -19,9 +19,10 @@ from typing import Any
 import orjson
 from aiokafka.errors import CommitFailedError
 
-from connectors.clickhouse.rows import Row, signal_row
+from connectors.clickhouse.rows import Row, refusal_row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from models import Signal, from_json
+from models.refusal import Refusal
 
 log = logging.getLogger(__name__)
 RECENT_KEYS = 100_000
@@ -97,6 +98,8 @@ class TopicSink:
         self.counts["dead_letters"] += 1
         try:
             body = orjson.loads(raw)
+            if isinstance(body, dict) and "source" in body:  # a watcher's refused input
+                return "dead_letter", refusal_row(Refusal.model_validate(body))
             reason = str(body["reason"])
             origin = f"{body['topic']}/{body['partition']}@{body['offset']}"
         except Exception:

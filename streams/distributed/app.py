@@ -10,6 +10,7 @@ downstream. GPU memory peaks are telemetry: applied as they come, never held.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -107,10 +108,30 @@ def _marks(cfg: WorkerConfig, name: dict[str, str]) -> dict[str, Callable[[], Wa
     }
 
 
+LOG_EVERY_S = 60.0
+"""One line per (topic, reason) a minute: a producer sending garbage at 1,000 messages a
+second would otherwise write 1,000 log lines a second; the counter keeps the full count."""
+
+
 def _rejecter(dlq: Any, counters: StageCounters) -> Reject:
+    logged: dict[tuple[str, str], float] = {}
+
     async def reject(event: Any, reason: str) -> None:
         msg = event.message
+        code = "late" if reason.startswith("late") else "undecodable"
         counters.add("dead_letters")
+        counters.add(f"dead_letters/{msg.topic}/{code}")
+        now = time.monotonic()
+        if now - logged.get((msg.topic, code), -LOG_EVERY_S) >= LOG_EVERY_S:
+            logged[(msg.topic, code)] = now
+            log.warning(
+                "%s/%s@%s dead-lettered (%s); more of the same are counted "
+                "(gpufrag_worker_dead_letters_by_reason_total), logged once a minute",
+                msg.topic,
+                msg.partition,
+                msg.offset,
+                reason,
+            )
         raw = event.value or b""
         value = dead_letter(
             reason=reason, topic=msg.topic, partition=msg.partition, offset=msg.offset, raw=raw

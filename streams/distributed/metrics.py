@@ -30,6 +30,16 @@ class WorkerCollector(Collector):
             yield CounterMetricFamily(
                 f"gpufrag_worker_{name}", text, value=self.counters.get(name, 0)
             )
+        by_reason = CounterMetricFamily(
+            "gpufrag_worker_dead_letters_by_reason",
+            "Dead-lettered messages by the topic they came from and why (undecodable, late)",
+            labels=["topic", "reason"],
+        )
+        for name, value in sorted(self.counters.items()):
+            if name.startswith("dead_letters/"):
+                topic, _, reason = name.removeprefix("dead_letters/").rpartition("/")
+                by_reason.add_metric([topic, reason], value)
+        yield by_reason
         yield GaugeMetricFamily(
             "gpufrag_worker_held_items",
             "Input items held until every source has reported progress past them",

@@ -23,13 +23,15 @@ def gpufrag(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_prints_samples_and_reports_refused_lines() -> None:
     out = gpufrag("dcgm-parse", str(FIXTURES / "malformed_h200.txt"))
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr  # refused lines: 1, the rest still printed
     samples = [from_json(GpuSample, line) for line in out.stdout.splitlines()]
     assert [(s.node, s.gpu_index) for s in samples] == [("gpu-h200-07", 0), ("gpu-h200-07", 1)]
     assert samples[0].memory_total_mib == 143772.0
     err = out.stderr.splitlines()
-    assert err[0] == "6 lines rejected (1 labels, 4 syntax, 1 value):"
-    assert [e.split(":")[0].strip() for e in err[1:]] == [
+    assert err[0] == "6 lines refused (1 labels, 4 syntax, 1 value):"
+    assert err[-1].startswith("gpufrag: error: 6 lines of ")
+    assert err[-1].endswith(" refused; 2 samples printed")
+    assert [e.split(":")[0].strip() for e in err[1:-1]] == [
         "line 4",
         "line 8",
         "line 9",

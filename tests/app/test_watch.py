@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import aiohttp
+import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,7 +40,7 @@ from streams.runner.live_stream import LiveStream
 from tests.app.pipeline_helpers import dsn_for, store_at
 from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
 from tests.kube_fake import FakeApiServer, FakeCluster
-from tests.kube_fake.objects import T0, node, pod
+from tests.kube_fake.objects import T0, container, node, pod
 
 PAGE = Path(__file__).parents[1] / "connectors" / "dcgm" / "fixtures" / "plain_h200.txt"
 NODE = "gpu-h200-07"  # the fixture page's Hostname label
@@ -62,6 +63,9 @@ async def live_endpoints(tmp_path: Path) -> AsyncIterator[Endpoints]:
     cluster = FakeCluster()
     cluster.apply(node(NODE, gpus=2, product="NVIDIA-H200"))
     cluster.apply(pod("train-0", gpus=1, node=NODE, phase="Running"))
+    # one pod no cluster can have (10^17 cores): refused, kept as a dead letter, nothing else
+    absurd = {"cpu": "100000000000000000", "memory": "1Gi"}
+    cluster.apply(pod("absurd", containers=[container(requests=absurd, limits=dict(absurd))]))
     server = FakeApiServer(cluster)
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -246,6 +250,13 @@ async def test_watch_publishes_live_sources_with_progress(
     assert set(counts) == {DCGM, KUBE}, done.stdout
     assert "(0 late)" in done.stdout
 
+    refused = int(done.stdout.split(" refused inputs sent to ")[0].rsplit(" ", 1)[1])
+    assert refused >= 1, done.stdout  # the absurd pod, at every re-list
+    dead = await consume(kafka_bootstrap, [topics.DEAD_LETTER.full_name(topic_prefix)], refused)
+    letters = [orjson.loads(v) for _, _, v in dead]
+    assert {(x["source"], x["reason"]) for x in letters} == {("kube/pods", "mapping")}
+    assert all(x["detail"].startswith("ml/absurd ") for x in letters)
+
     names = [t.full_name(topic_prefix) for t in topics.INPUT_BY_KIND.values()]
     got = await consume(kafka_bootstrap, names, sum(n + p for n, p in counts.values()))
     assert len(got) == sum(n + p for n, p in counts.values())
@@ -321,6 +332,13 @@ async def test_watch_embedded_stores_the_live_events(tmp_path: Path) -> None:
         assert run[0][:2] == ("finished", f"watch:{KUBE},{DCGM}")
         summary = json.loads(str(run[0][2]))
         assert summary["late_events"] == 0 and summary["failed_events"] == 0
+        assert summary["refused_inputs"] >= 1  # the absurd pod, at every re-list
+        dead = store.query("SELECT target, reason, row FROM dead_letter FINAL").rows
+        assert [(str(t), str(r).split(":")[0]) for t, r, _ in dead] == [
+            ("source:kube/pods", "mapping")
+        ]
+        assert "ml/absurd" in str(dead[0][1]) and "cpu_milli" in str(dead[0][1])
+        assert '"name":"absurd"' in str(dead[0][2])  # the raw object as the server sent it
         profiles = store.query(
             "SELECT count() FROM node_profiles WHERE run_id = {r:String} AND node = {n:String}",
             {"r": run_id, "n": NODE},

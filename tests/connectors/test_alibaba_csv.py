@@ -23,7 +23,14 @@ from connectors.trace import (
     read_nodes,
     read_pods,
 )
-from connectors.trace.alibaba_csv import NODE_COLUMNS, POD_COLUMNS_FULL, POD_COLUMNS_SHORT
+from connectors.trace.alibaba_csv import (
+    NODE_COLUMNS,
+    POD_COLUMNS_FULL,
+    POD_COLUMNS_SHORT,
+    trace_seconds_max,
+)
+from models.bounds import CPU_MILLI_MAX, MEMORY_MIB_MAX
+from models.settings import TraceSettings
 
 FULL_HEADER = ",".join(POD_COLUMNS_FULL)
 SHORT_HEADER = ",".join(POD_COLUMNS_SHORT)
@@ -367,7 +374,10 @@ def test_optional_times_and_spec(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- round trip
 
-_counts = st.integers(min_value=0, max_value=2**40)
+_SECONDS_MAX = trace_seconds_max(TraceSettings())
+_cpu = st.integers(min_value=0, max_value=CPU_MILLI_MAX)
+_memory = st.integers(min_value=0, max_value=MEMORY_MIB_MAX)
+_counts = st.integers(min_value=0, max_value=_SECONDS_MAX)
 _gpu_demand = st.one_of(
     st.just((0, 0)),
     st.tuples(st.just(1), st.integers(min_value=1, max_value=1000)),
@@ -382,13 +392,13 @@ def _pods(draw: st.DrawFn) -> list[TracePod]:
     for i in range(n):
         num_gpu, gpu_milli = draw(_gpu_demand)
         created = draw(_counts)
-        deleted = draw(st.one_of(st.none(), st.integers(min_value=created, max_value=2**41)))
+        deleted = draw(st.one_of(st.none(), st.integers(min_value=created, max_value=_SECONDS_MAX)))
         spec = draw(st.lists(st.sampled_from(["T4", "P100", "V100M16", "A10"]), max_size=3))
         pods.append(
             TracePod(
                 f"pod-{i}",
-                draw(_counts),
-                draw(_counts),
+                draw(_cpu),
+                draw(_memory),
                 num_gpu,
                 gpu_milli,
                 tuple(spec),

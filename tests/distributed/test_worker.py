@@ -135,6 +135,15 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
             for s in family.samples
         }
         assert figures["gpufrag_worker_dead_letters_total"] == MALFORMED
+        by_reason = [
+            s
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+            if s.name == "gpufrag_worker_dead_letters_by_reason_total"
+        ]
+        assert sum(s.value for s in by_reason) == MALFORMED
+        assert {s.labels["reason"] for s in by_reason} == {"undecodable"}
+        assert all(s.labels["topic"].startswith(topic_prefix) for s in by_reason)
         assert figures["gpufrag_worker_released_total"] > 0
         assert figures["gpufrag_worker_signals_total"] >= len(ours)
         # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin

@@ -165,6 +165,11 @@ class FakeCluster:
         for q in list(self.subscribers):
             q.put_nowait(BOOKMARK)
 
+    def send_raw(self, line: bytes) -> None:
+        """Write ``line`` as it is into every open watch stream (a garbled event)."""
+        for q in list(self.subscribers):
+            q.put_nowait(line)
+
     def kill_watches(self) -> None:
         for q in list(self.subscribers):
             q.put_nowait(KILL)

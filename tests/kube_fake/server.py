@@ -330,6 +330,9 @@ class FakeApiServer:
                     if request.transport is not None:
                         request.transport.abort()
                     raise asyncio.CancelledError
+                if isinstance(item, bytes):
+                    await response.write(item)
+                    continue
                 if item is BOOKMARK:
                     if bookmarks:
                         await self._send_bookmark(response, d)

@@ -48,6 +48,7 @@ from models import (
     WorkloadKind,
     fingerprint_of,
 )
+from models.bounds import CPU_MILLI_MAX, GPU_MEMORY_MIB_MAX, MEMORY_MIB_MAX, MIG_DEVICES_MAX
 
 __all__ = [
     "st_action",
@@ -73,7 +74,10 @@ MIG_PROFILES = ["1g.5gb", "1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"]
 
 _name = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?", fullmatch=True)
 _gpu_model = st.sampled_from(GPU_MODELS)
-_small = st.integers(min_value=0, max_value=2**40)
+_cpu = st.integers(min_value=0, max_value=CPU_MILLI_MAX)
+_mem = st.integers(min_value=0, max_value=MEMORY_MIB_MAX)
+_gpu_mem = st.integers(min_value=0, max_value=GPU_MEMORY_MIB_MAX)
+_mig = st.integers(min_value=0, max_value=MIG_DEVICES_MAX)
 _opt_text = st.none() | st.text(max_size=20)
 _finite = st.floats(allow_nan=False, allow_infinity=False)
 
@@ -129,12 +133,12 @@ def st_resource_request(draw: st.DrawFn) -> ResourceRequest:
         gpu_milli = MILLI_PER_GPU
     has_gpu = gpu_count > 0
     return ResourceRequest(
-        cpu_milli=draw(_small),
-        memory_mib=draw(_small),
+        cpu_milli=draw(_cpu),
+        memory_mib=draw(_mem),
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
-        mig=draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _small, max_size=2)),
-        gpu_memory_mib=draw(st.none() | _small) if has_gpu else None,
+        mig=draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _mig, max_size=2)),
+        gpu_memory_mib=draw(st.none() | _gpu_mem) if has_gpu else None,
         gpu_cores_pct=draw(st.none() | st.integers(0, 100)) if has_gpu else None,
     )
 
@@ -180,7 +184,7 @@ _taint = st.builds(
 @st.composite
 def st_node(draw: st.DrawFn) -> Node:
     gpu_count = draw(st.sampled_from([0, 1, 2, 4, 8]))
-    mig = draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _small, max_size=2))
+    mig = draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _mig, max_size=2))
     if gpu_count > 0:
         model: str | None = draw(_gpu_model)
     elif mig:
@@ -189,11 +193,11 @@ def st_node(draw: st.DrawFn) -> Node:
         model = None
     return Node(
         name=draw(_name),
-        cpu_milli=draw(_small),
-        memory_mib=draw(_small),
+        cpu_milli=draw(_cpu),
+        memory_mib=draw(_mem),
         gpu_model=model,
         gpu_count=gpu_count,
-        gpu_memory_mib=draw(st.none() | _small),
+        gpu_memory_mib=draw(st.none() | _gpu_mem),
         gpu_replicas=draw(st.integers(1, 16)),
         mig_devices=mig,
         labels=draw(st.dictionaries(_name, st.text(max_size=10), max_size=3)),
@@ -219,7 +223,7 @@ _scheduler_event = st.builds(
 
 @st.composite
 def st_gpu_sample(draw: st.DrawFn) -> GpuSample:
-    nonneg = st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity=False)
+    nonneg = st.floats(0, GPU_MEMORY_MIB_MAX, allow_nan=False, allow_infinity=False)
     total = draw(st.none() | nonneg)
     used = draw(st.none() | (nonneg if total is None else st.floats(0, total)))
     return GpuSample(
@@ -359,10 +363,10 @@ def st_node_profile(draw: st.DrawFn) -> NodeProfile:
         name=draw(_name),
         gpu_model=draw(_gpu_model) if gpus else draw(st.none() | _gpu_model),
         gpus=tuple(gpus),
-        cpu_milli_allocatable=draw(_small),
-        cpu_milli_requested=draw(_small),
-        memory_mib_allocatable=draw(_small),
-        memory_mib_requested=draw(_small),
+        cpu_milli_allocatable=draw(_cpu),
+        cpu_milli_requested=draw(_cpu),
+        memory_mib_allocatable=draw(_mem),
+        memory_mib_requested=draw(_mem),
         labels=draw(st.dictionaries(_name, _name, max_size=3)),
         taints=tuple(draw(st.lists(_taint, max_size=2))),
         pool=draw(st.none() | _name),

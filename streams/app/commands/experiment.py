@@ -17,9 +17,10 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.published import PublishedCurve, PublishedResultsError, read_published
+from models import GpufragSettings
 from streams.app.errors import user_errors
 from streams.app.options import JsonOption, NodesOption, PodsOption
-from streams.app.workload import load_nodes, load_pods, pod_shape, specs
+from streams.app.workload import check_ratio, node_spec, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import (
     DEFAULT_RATIO,
@@ -69,7 +70,7 @@ def _cell(value: float, *, signed: bool = False) -> str:
     return f"{value:+.2f}" if signed else f"{value:.2f}"
 
 
-def _render(curve: Curve, published: PublishedCurve | None, every: int) -> None:
+def _render(curve: Curve, published: PublishedCurve | None, every: int, *, refused: int) -> None:
     title = "FGD protocol: means over seeds by arrived GPU demand (% of cluster GPUs)"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("arrived", justify="right", min_width=7)
@@ -101,6 +102,8 @@ def _render(curve: Curve, published: PublishedCurve | None, every: int) -> None:
         f"pods arrived per seed {curve.pods_arrived:.0f}, placed {curve.pods_placed:.0f}, "
         f"dropped (fit no node) {curve.pods_arrived - curve.pods_placed:.0f}"
     )
+    if refused:
+        console.print(f"trace rows refused and left out (--skip-bad-rows): {refused}")
 
 
 def experiment(
@@ -113,7 +116,8 @@ def experiment(
         str, typer.Option("--seeds", help="Seeds, as a range 42-51 or a list 42,43.")
     ] = "42-51",
     ratio: Annotated[
-        float, typer.Option(help="Pad the workload to this multiple of cluster GPU capacity.")
+        float,
+        typer.Option(help="Pad the workload to this multiple of cluster GPU capacity (up to 10)."),
     ] = DEFAULT_RATIO,
     published: Annotated[
         Path | None,
@@ -125,6 +129,13 @@ def experiment(
     every: Annotated[
         int, typer.Option(min=1, help="Print every Nth level in the table (JSON has all).")
     ] = 5,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            help="Run without the trace rows that fail a check (their count is printed); "
+            "without it any such row stops the experiment before it starts."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run the paper's protocol: shuffle, pad to 1.3x capacity, arrivals only, no departures.
@@ -138,10 +149,12 @@ def experiment(
             param_hint="--policy",
         )
     seed_list = parse_seeds(seeds)
+    check_ratio(ratio)
     with user_errors():
-        node_specs = load_nodes(nodes or bundled_nodes_path())
         pods_path = pods or bundled_pods_path()
-        trace_pods = load_pods(pods_path)
+        trace = read_trace(nodes or bundled_nodes_path(), pods_path, skip_bad_rows=skip_bad_rows)
+        node_specs = [node_spec(n) for n in trace.nodes]
+        trace_pods = trace.pods
         typical = TypicalPods.from_shapes(pod_shape(p) for p in trace_pods)
         pod_specs = specs(trace_pods)
         theirs = None
@@ -152,6 +165,7 @@ def experiment(
                 policy=policy,
                 seeds=set(seed_list),
                 ratio=ratio,
+                settings=GpufragSettings().trace,
             )
             if len(theirs.levels) != len(LEVELS):
                 raise PublishedResultsError(
@@ -188,6 +202,7 @@ def experiment(
             "frag_ratio_pct": _clean(curve.frag_ratio_pct),
             "pods_arrived_per_seed": curve.pods_arrived,
             "pods_placed_per_seed": curve.pods_placed,
+            "refused_rows": len(trace.refused),
         }
         if theirs is not None:
             out["published"] = {
@@ -198,4 +213,4 @@ def experiment(
             }
         typer.echo(json.dumps(out))
         return
-    _render(curve, theirs, every)
+    _render(curve, theirs, every, refused=len(trace.refused))

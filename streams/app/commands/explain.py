@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from streams.app.commands.sql import latest_run
+from streams.app.commands.sql import read_run
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
@@ -29,7 +29,9 @@ def explain(
     pod: Annotated[
         str, typer.Argument(help="The pod as namespace/name (or name: 'trace/' is assumed).")
     ],
-    run: Annotated[str | None, typer.Option(help="Run id; default: the latest run.")] = None,
+    run: Annotated[
+        str | None, typer.Option(help="Run id; default: the latest finished run.")
+    ] = None,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
 ) -> None:
     """Show the last stored explanation of a pending pod: what blocks it on how many nodes,
@@ -37,9 +39,7 @@ def explain(
     key = pod if "/" in pod else f"trace/{pod}"
     with user_errors():
         st = open_history_to_read(store_settings(store))
-        run_id = run or latest_run(st)
-        if run_id is None:
-            raise QueryError("the store has no runs yet; run `gpufrag replay` first")
+        run_id = read_run(st, run)
         res = st.query(LATEST, parameters={"run_id": run_id, "pod": key})
         if not res.rows:
             raise QueryError(

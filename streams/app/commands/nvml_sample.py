@@ -11,6 +11,7 @@ import typer
 
 from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NoGpu, NvmlSampler
+from connectors.refusals import RefusalLog
 from models import Envelope, GpufragSettings, to_json
 
 
@@ -41,6 +42,7 @@ def nvml_sample(
         interval_s=interval_s,
         on_no_gpu=mode,
         emit=emit,
+        refusals=RefusalLog(),  # a refused card is a warning on stderr; nothing else to keep
         pod_resources=kubelet_assignments(GpufragSettings().nvml),
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,21 +19,30 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store, open_store
-from connectors.trace.alibaba_csv import read_nodes, read_pods
+from connectors.trace.alibaba_csv import TracePod
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from models import SCHEMA_VERSION, GpufragSettings, StoreSettings
+from models import SCHEMA_VERSION, GpufragSettings, StoreSettings, TraceSettings
+from models.bounds import TIME_MAX
+from models.refusal import Refusal
 from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
-from streams.app.workload import pod_shape
+from streams.app.workload import check_ratio, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
+from streams.placement.experiment import check_protocol_inputs
 from streams.runner.embedded import EmbeddedRunner
-from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
+from streams.simulation.cluster import (
+    ReplayOptions,
+    SimulatedCluster,
+    TraceMode,
+    TraceReplayError,
+)
 
 RUN_TABLES = (
     "events",
@@ -47,6 +57,10 @@ RUN_TABLES = (
 )
 
 
+SEED_MAX = 2**63 - 1
+"""The runs table keeps the seed as Int64."""
+
+
 def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
     """The same trace, options, analysis settings and schema give the same run id, so a
     repeated replay overwrites itself; change any of them and it is a different run."""
@@ -55,6 +69,9 @@ def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
     settings = GpufragSettings()
     h.update(settings.analysis.model_dump_json().encode())
     h.update(settings.detectors.model_dump_json().encode())
+    if settings.trace.start != TraceSettings().start:
+        # Only when moved, so runs from before the replay honoured it keep their ids.
+        h.update(f"start {settings.trace.start.isoformat()}".encode())
     for path in (nodes, pods):
         h.update(hashlib.sha256(path.read_bytes()).digest())
     fields = {
@@ -106,9 +123,12 @@ def replay(
         ),
     ] = TraceMode.FGD,
     policy: Annotated[str, typer.Option(help="Placement policy: random, best-fit, fgd.")] = "fgd",
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the shuffle, padding and ties.")] = 42,
+    seed: Annotated[
+        int, typer.Option(min=0, max=SEED_MAX, help="Seed of the shuffle, padding and ties.")
+    ] = 42,
     ratio: Annotated[
-        float, typer.Option(help="fgd mode: pad the workload to this x GPU capacity.")
+        float,
+        typer.Option(help="fgd mode: pad the workload to this x GPU capacity (up to 10)."),
     ] = 1.3,
     time_scale: Annotated[
         float,
@@ -133,6 +153,13 @@ def replay(
             help="Serve Prometheus metrics (stages, queues, sink) on this port while replaying.",
         ),
     ] = None,
+    skip_bad_rows: Annotated[
+        bool,
+        typer.Option(
+            help="Replay without the trace rows that fail a check (kept in the store's "
+            "dead_letter table); without it any such row stops the replay before it starts."
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
@@ -144,12 +171,16 @@ def replay(
     With --json the summary is one JSON object on stdout (progress stays on stderr).
     """
     with user_errors():
-        if ratio <= 0 or time_scale <= 0:
-            raise typer.BadParameter("--ratio and --time-scale must be above 0")
+        if not (
+            math.isfinite(ratio) and ratio > 0 and math.isfinite(time_scale) and time_scale > 0
+        ):
+            raise typer.BadParameter("--ratio and --time-scale must be finite and above 0")
+        check_ratio(ratio)
         nodes_path = nodes or bundled_nodes_path()
         pods_path = pods or bundled_pods_path()
-        trace_nodes = read_nodes(nodes_path)
-        trace_pods = read_pods(pods_path)
+        registry = CollectorRegistry()
+        trace = read_trace(nodes_path, pods_path, skip_bad_rows=skip_bad_rows, registry=registry)
+        trace_pods = trace.pods
         source = f"trace:{pods_path.stem}"
         options = ReplayOptions(
             mode=mode,
@@ -160,7 +191,9 @@ def replay(
             node_limit=node_limit,
             source=source,
         )
-        sim = SimulatedCluster(trace_nodes, trace_pods, options=options)
+        trace_settings = GpufragSettings().trace
+        sim = SimulatedCluster(trace.nodes, trace_pods, options=options, trace=trace_settings)
+        _check_runnable(sim, trace_pods, options, trace_settings)
         settings = store_settings(store)
         run_id = run_id_of(nodes_path, pods_path, options)
         typical = TypicalPods.from_shapes(
@@ -177,9 +210,39 @@ def replay(
                 source=source,
                 metrics_port=metrics_port,
                 as_json=as_json,
+                registry=registry,
+                refused=trace.refused,
             )
         )
     raise typer.Exit(code)
+
+
+def _check_runnable(
+    sim: SimulatedCluster, pods: list[TracePod], options: ReplayOptions, trace: TraceSettings
+) -> None:
+    """What the simulation would only find out during the run, checked before it starts: a
+    run that fails half-way leaves a failed run in the store for a problem of the input."""
+    if options.mode is TraceMode.FGD:
+        check_protocol_inputs(
+            specs(pods), capacity_milli=sim.cluster.capacity_milli, ratio=options.ratio
+        )
+        return
+    latest = 0
+    for p in pods:
+        if p.creation_time is None:
+            raise TraceReplayError(
+                f"pod {p.name} has no creation_time; timeline mode needs the full column "
+                "layout (use the fgd mode for pod lists without times)"
+            )
+        latest = max(latest, p.creation_time, p.deletion_time or 0)
+    # The reader bounds trace seconds for time scale 1; a scale below 1 stretches them.
+    room = (TIME_MAX - trace.start).total_seconds()
+    if latest / options.time_scale > room:
+        raise TraceReplayError(
+            f"--time-scale {options.time_scale} puts the trace's last time ({latest} s) after "
+            f"{TIME_MAX:%Y-%m-%d} (from GPUFRAG_TRACE__START {trace.start:%Y-%m-%d}); "
+            "use a larger --time-scale"
+        )
 
 
 async def _replay(
@@ -193,12 +256,15 @@ async def _replay(
     source: str,
     metrics_port: int | None,
     as_json: bool,
+    registry: CollectorRegistry,
+    refused: list[Refusal],
 ) -> int:
     console = Console(stderr=True)
     store: Store = await asyncio.to_thread(open_history, settings)
     record = _RunRecord(store, run_id, datetime.now(UTC), source, options)
     await record.start()
-    registry = CollectorRegistry()
+    if refused:  # --skip-bad-rows: what was left out stays in the store, with why
+        await asyncio.to_thread(store.insert, "dead_letter", [refusal_row(r) for r in refused])
     sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
     await sink.start()
     output = StoreOutput(sink, run_id=run_id, track_arrivals=options.mode is TraceMode.FGD)
@@ -239,6 +305,7 @@ async def _replay(
         interrupts.report_forced()
         return 130
     summary = _summary(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
+    summary["refused_rows"] = len(refused)
     status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
     if failure is not None:
         summary["error"] = f"{type(failure).__name__}: {failure}"
@@ -415,6 +482,8 @@ def _print_summary(
     ]
     for kind, states in sorted(sig.items()):
         rows.append((f"signals: {kind}", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))))
+    if summary.get("refused_rows"):
+        rows.append(("trace rows refused (in dead_letter)", str(summary["refused_rows"])))
     rows += [("elapsed", f"{summary['elapsed_s']} s"), ("store", dsn)]
     for k, v in rows:
         table.add_row(k, v)

@@ -10,7 +10,7 @@ import orjson
 import typer
 
 from connectors.clickhouse.store import Store
-from streams.app.commands.sql import latest_run
+from streams.app.commands.sql import read_run
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
@@ -153,16 +153,16 @@ def report(
     out: Annotated[Path, typer.Option(help="Where to write the HTML page.")] = Path(
         "gpufrag-report.html"
     ),
-    run: Annotated[str | None, typer.Option(help="Run id; default: the latest run.")] = None,
+    run: Annotated[
+        str | None, typer.Option(help="Run id; default: the latest finished run.")
+    ] = None,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
 ) -> None:
     """Write a self-contained HTML page (PNG plots inside) about a stored run: fragmentation
     and allocation over the run, pending pods by blocking reason, top stranded nodes, signals."""
     with user_errors():
         st = open_history_to_read(store_settings(store))
-        run_id = run or latest_run(st)
-        if run_id is None:
-            raise QueryError("the store has no runs yet; run `gpufrag replay` first")
+        run_id = read_run(st, run)
         data = load_report(st, run_id)
         from streams.app.report.render import write_report  # matplotlib: only when asked
 

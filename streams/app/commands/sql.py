@@ -25,6 +25,9 @@ from streams.app.named_queries import (
     load_queries,
     parse_param_options,
 )
+from streams.app.runs import RunChoice, choose_run
+
+RUN_OPTION = "--param run_id="
 
 
 class Format(StrEnum):
@@ -37,11 +40,6 @@ def queries_dir() -> Path:
     return default_sql_dir().parent / "queries"
 
 
-def latest_run(store: Store) -> str | None:
-    res = store.query("SELECT run_id FROM runs FINAL ORDER BY started_at DESC, run_id LIMIT 1")
-    return str(res.rows[0][0]) if res.rows else None
-
-
 def _plain(value: object) -> object:
     if isinstance(value, datetime):
         return value.isoformat()
@@ -52,12 +50,36 @@ def _plain(value: object) -> object:
     return value
 
 
+def read_run(store: Store, run_id: str | None) -> str:
+    """The run a ``--run`` command reads (the option, else the latest finished run), said on
+    stderr as :meth:`RunChoice.note` words it."""
+    choice = choose_run(store, run_id, option="--run ")
+    _tell(choice)
+    return choice.run.run_id
+
+
+def _tell(choice: RunChoice | None) -> None:
+    note = choice.note() if choice is not None else None
+    if note:
+        typer.echo(f"gpufrag: {note}", err=True)
+
+
 def run_named(
     store: Store, query: NamedQuery, params: dict[str, str]
-) -> tuple[list[str], list[tuple[object, ...]]]:
-    values = bind(query, params, latest_run=lambda: latest_run(store))
+) -> tuple[list[str], list[tuple[object, ...]], RunChoice | None]:
+    """The query's rows, and which run they are of when it takes a run (for the stderr note:
+    the default is the latest finished run, and a run that did not finish is partial)."""
+    chosen: list[RunChoice] = []
+
+    def latest() -> str:
+        chosen.append(choose_run(store, None, option=RUN_OPTION))
+        return chosen[-1].run.run_id
+
+    values = bind(query, params, latest_run=latest)
+    if "run_id" in params:
+        chosen.append(choose_run(store, params["run_id"], option=RUN_OPTION))
     res = store.query(query.sql, parameters=values)
-    return res.columns, res.rows
+    return res.columns, res.rows, (chosen[-1] if chosen else None)
 
 
 def sql(
@@ -72,7 +94,8 @@ def sql(
     ] = False,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
 ) -> None:
-    """Run a named analysis over the stored history; run_id defaults to the latest run."""
+    """Run a named analysis over the stored history; run_id defaults to the latest finished
+    run. Which run was read is said on stderr (and a run that did not finish, when named)."""
     with user_errors():
         queries = load_queries(queries_dir())
         if list_queries or name is None:
@@ -87,7 +110,8 @@ def sql(
             raise QueryError(f"no named query {name!r}; known: {', '.join(queries)}")
         given = parse_param_options(param or [])
         st = open_history_to_read(store_settings(store))
-        columns, rows = run_named(st, queries[name], given)
+        columns, rows, choice = run_named(st, queries[name], given)
+    _tell(choice)
     if fmt is Format.JSON:
         typer.echo(json.dumps([dict(zip(columns, map(_plain, r), strict=True)) for r in rows]))
     elif fmt is Format.CSV:

@@ -169,6 +169,7 @@ async def _watch(
     duration_s: float | None,
 ) -> int:
     from connectors.live_stage import LiveMetrics
+    from connectors.refusals import RefusalLog
     from streams.app.live.sources import build_sources
     from streams.app.live.to_kafka import watch_to_kafka
     from streams.app.live.to_store import watch_to_store
@@ -176,7 +177,8 @@ async def _watch(
     console = Console(stderr=True)
     stop = asyncio.Event()
     async with contextlib.AsyncExitStack() as stack:
-        sources = await build_sources(plan, settings, registry, stack)
+        refusals = RefusalLog(registry=registry)  # one per process: every source refuses here
+        sources = await build_sources(plan, settings, registry, stack, refusals=refusals)
         names = ", ".join(s.name for s in sources)
         metrics = LiveMetrics(registry)
         if store is not None:
@@ -186,6 +188,7 @@ async def _watch(
                 settings=settings,
                 store=store,
                 registry=registry,
+                refusals=refusals,
                 metrics=metrics,
                 stop=stop,
                 duration_s=duration_s,
@@ -197,5 +200,11 @@ async def _watch(
             soft_wrap=True,
         )
         return await watch_to_kafka(
-            sources, ws=settings.watch, bus=kafka, metrics=metrics, stop=stop, duration_s=duration_s
+            sources,
+            ws=settings.watch,
+            bus=kafka,
+            refusals=refusals,
+            metrics=metrics,
+            stop=stop,
+            duration_s=duration_s,
         )

@@ -24,6 +24,7 @@ from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NvmlSampler
 from connectors.kube import KubeSource, api_client_for
 from connectors.live_stage import Emit, LiveMetrics, LiveStage, Outlet
+from connectors.refusals import RefusalLog
 from models import EventKind, GpufragSettings
 from models.settings import WatchSettings
 
@@ -61,9 +62,11 @@ async def build_sources(
     settings: GpufragSettings,
     registry: CollectorRegistry,
     stack: contextlib.AsyncExitStack,
+    *,
+    refusals: RefusalLog,
 ) -> list[LiveSource]:
     """The enabled sources, each built once (their metrics register once) and run again by
-    ``_supervise`` if it fails."""
+    ``_supervise`` if it fails; each refuses what it cannot pass on through ``refusals``."""
     host = socket.gethostname()
     out: list[LiveSource] = []
     client: Any = None
@@ -73,7 +76,9 @@ async def build_sources(
         kube = settings.kube
 
         def kube_source(emit: Emit) -> Runnable:
-            return KubeSource(api_client=client, settings=kube, emit=emit, registry=registry)
+            return KubeSource(
+                api_client=client, settings=kube, emit=emit, registry=registry, refusals=refusals
+            )
 
         out.append(LiveSource(f"{kube.source}@{host}", KUBE_KINDS, kube_source))
     if plan.dcgm or plan.dcgm_discover:
@@ -100,10 +105,13 @@ async def build_sources(
                 discovery_interval_s=d.discover_interval_s,
                 emit=emit,
                 registry=registry,
+                refusals=refusals,
                 interval_s=d.interval_s,
                 timeout_s=d.timeout_s,
                 backoff_initial_s=d.backoff_initial_s,
                 backoff_max_s=max(d.backoff_max_s, d.backoff_initial_s),
+                max_body_bytes=d.max_page_bytes,
+                min_timestamp=d.min_timestamp,
             )
 
         out.append(LiveSource(f"dcgm@{host}", GPU_KINDS, dcgm_source))
@@ -116,6 +124,7 @@ async def build_sources(
                 interval_s=nv.interval_s,
                 on_no_gpu="idle",
                 emit=emit,
+                refusals=refusals,
                 pod_resources=kubelet_assignments(nv),
             )
 

@@ -8,11 +8,14 @@ import time
 
 import typer
 
+from connectors.kafka.dead_letters import DeadLetterProducer
 from connectors.kafka.outlet import PublisherOutlet
 from connectors.kafka.publisher import EventPublisher
 from connectors.live_stage import LiveMetrics, LiveStage
+from connectors.refusals import RefusalLog
 from models.settings import WatchSettings
 from streams.app.bus import Bus
+from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, Runnable, live_stage, run_live
 from streams.distributed import topics
 
@@ -22,6 +25,7 @@ async def watch_to_kafka(
     *,
     ws: WatchSettings,
     bus: Bus,
+    refusals: RefusalLog,
     metrics: LiveMetrics,
     stop: asyncio.Event,
     duration_s: float | None,
@@ -55,16 +59,22 @@ async def watch_to_kafka(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     started: list[PublisherOutlet] = []
+    dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
+    pump = RefusalPump()
+    refusals.attach(pump)
     wall0 = time.monotonic()
     try:
+        await dead.start()
         try:
             for outlet in outlets:
                 await outlet.start()
                 started.append(outlet)
-            await run_live(runs, stages, stop=stop, metrics=metrics, duration_s=duration_s)
+            async with pump.running(dead.send):
+                await run_live(runs, stages, stop=stop, metrics=metrics, duration_s=duration_s)
         finally:
             for outlet in started:  # flushes; a second signal cancels this too
                 await outlet.stop()
+            await dead.stop()
     except asyncio.CancelledError:
         if signals[0] < 2:
             raise
@@ -80,5 +90,8 @@ async def watch_to_kafka(
             f"{stage.name}: {stage.sent} events sent ({stage.late} late), "
             f"{outlet.publisher.progress_sent} progress reports"
         )
-    typer.echo(f"watched {elapsed:.1f} s; sent to {bus.bootstrap} (prefix {bus.prefix!r})")
+    typer.echo(
+        f"watched {elapsed:.1f} s; sent to {bus.bootstrap} (prefix {bus.prefix!r}); "
+        f"{refusals.total()} refused inputs sent to {dead.topic}"
+    )
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,11 +13,15 @@ import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 
+from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from connectors.live_stage import LiveMetrics
+from connectors.refusals import RefusalLog
 from models import GpufragSettings, StoreSettings
+from models.refusal import Refusal
 from streams.app.history import open_history
+from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, live_stage, run_live
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
@@ -32,6 +36,7 @@ async def watch_to_store(
     settings: GpufragSettings,
     store: StoreSettings,
     registry: CollectorRegistry,
+    refusals: RefusalLog,
     metrics: LiveMetrics,
     stop: asyncio.Event,
     duration_s: float | None,
@@ -80,12 +85,15 @@ async def watch_to_store(
         finally:
             stream.end()
 
+    pump = RefusalPump()
+    refusals.attach(pump)
     interrupts = StoreInterrupts(stop=stop.set, sink=sink, console=console)
     interrupts.install()
     wall0 = time.monotonic()
     failure: BaseException | None = None
     try:
-        await together(runner.run(), live())
+        async with pump.running(dead_letters_into(sink)):
+            await together(runner.run(), live())
     except Exception as exc:  # recorded on the run, then reported
         failure = exc
     finally:
@@ -97,6 +105,7 @@ async def watch_to_store(
         "events": runner.processed,
         "failed_events": runner.failures,
         "late_events": stage.late,
+        "refused_inputs": refusals.total(),
         "elapsed_s": round(time.monotonic() - wall0, 2),
     }
     if failure is not None:
@@ -108,9 +117,17 @@ async def watch_to_store(
         raise failure
     typer.echo(
         f"run {run_id} ({status}): {runner.processed} events stored into {store.dsn} "
-        f"({stage.late} late, {runner.failures} failed)"
+        f"({stage.late} late, {runner.failures} failed, {refusals.total()} refused inputs "
+        "kept in dead_letter)"
     )
     return 0
+
+
+def dead_letters_into(sink: ClickHouseSink) -> Callable[[list[Refusal]], Awaitable[None]]:
+    async def keep(batch: list[Refusal]) -> None:
+        await sink.write("dead_letter", [refusal_row(r) for r in batch])
+
+    return keep
 
 
 async def together(pipeline: Coroutine[Any, Any, None], live: Coroutine[Any, Any, None]) -> None:

@@ -149,6 +149,11 @@ def _summary_section(run: RunInfo) -> str:
         ],
         html_values={"status"},
     )
+    if run.status != "finished":  # the page outlives the stderr line that said so
+        identity += (
+            f'<p class="open">This run did not finish ({escape(run.status)}): what is shown '
+            "covers only what was stored before it stopped.</p>"
+        )
     if run.summary:
         figures = _kv_table([(str(k), _format_value(v)) for k, v in run.summary.items()])
     else:

@@ -31,6 +31,7 @@ from connectors.dcgm.kube_discovery import (
     pod_endpoint,
 )
 from connectors.dcgm.scraper import DcgmScraper
+from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
 from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.connectors.dcgm.helpers import page
@@ -305,6 +306,7 @@ async def test_the_scraper_follows_the_exporter_pods(
         discovery=KubeExporterDiscovery(api_client=api_client, request_timeout_s=2.0),
         emit=sink,
         registry=reg,
+        refusals=RefusalLog(),
         discovery_interval_s=0.3,
         interval_s=0.02,
         timeout_s=2.0,

@@ -167,7 +167,7 @@ def line(name: str, value: str, extra: str = "", labels: str = A100_LABELS) -> s
         (line("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "1.5"), "value", "over 1"),
         (line("DCGM_FI_DEV_ROW_REMAP_PENDING", "2"), "value", "not 0 or 1"),
         (line("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "2.5"), "value", "whole number"),
-        (line("DCGM_EXP_XID_ERRORS_COUNT", "1", ',xid="x79"'), "value", "bad xid"),
+        (line("DCGM_EXP_XID_ERRORS_COUNT", "1", ',xid="x79"'), "labels", "bad xid"),
         (line("DCGM_FI_DEV_FB_USED", "1", ',GPU_I_ID="a"'), "labels", "MIG instance"),
         (line("DCGM_FI_DEV_FB_USED", "1", labels='gpu="-1"'), "labels", "no GPU index"),
         (line("DCGM_FI_DEV_FB_USED", "1 notatime"), "syntax", "unreadable"),

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -14,42 +13,13 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from connectors.dcgm import Endpoint
 from connectors.dcgm.scraper import DcgmScraper
+from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
 from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
 from tests.connectors.dcgm.helpers import page
+from tests.connectors.dcgm.scraping import Sink, metric, running, until
 
 CLOCK = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.envs: list[Envelope] = []
-
-    async def __call__(self, env: Envelope) -> None:
-        self.envs.append(env)
-
-
-def metric(reg: CollectorRegistry, name: str, url: str, **labels: str) -> float:
-    return reg.get_sample_value(name, {"endpoint": url, **labels}) or 0.0
-
-
-async def until(cond: Callable[[], bool], *, within_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
-
-
-@asynccontextmanager
-async def running(scraper: DcgmScraper) -> AsyncIterator[asyncio.Task[None]]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(scraper.run(stop=stop))
-    try:
-        yield task
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 5)
 
 
 def make(
@@ -66,6 +36,7 @@ def make(
         endpoints=[Endpoint(u) for u in urls],
         emit=emit,
         registry=reg,
+        refusals=RefusalLog(),
         interval_s=interval_s,
         timeout_s=2.0,
         backoff_initial_s=backoff_initial_s,
@@ -307,6 +278,7 @@ async def test_discovery_adds_and_retires_endpoints_and_survives_its_own_failure
         discovery=discovery,
         emit=sink,
         registry=reg,
+        refusals=RefusalLog(),
         discovery_interval_s=0.15,
         interval_s=0.02,
         backoff_initial_s=0.02,
@@ -335,16 +307,29 @@ async def test_discovery_adds_and_retires_endpoints_and_survives_its_own_failure
 def test_options_are_checked() -> None:
     ep = [Endpoint("http://127.0.0.1:1/metrics")]
     with pytest.raises(ValueError, match="give endpoints"):
-        DcgmScraper(emit=Sink(), registry=CollectorRegistry())
+        DcgmScraper(emit=Sink(), registry=CollectorRegistry(), refusals=RefusalLog())
     with pytest.raises(ValueError, match="interval_s must be positive"):
-        DcgmScraper(endpoints=ep, emit=Sink(), registry=CollectorRegistry(), interval_s=0)
+        DcgmScraper(
+            endpoints=ep,
+            emit=Sink(),
+            registry=CollectorRegistry(),
+            refusals=RefusalLog(),
+            interval_s=0,
+        )
     with pytest.raises(ValueError, match="backoff_max_s"):
         DcgmScraper(
             endpoints=ep,
             emit=Sink(),
             registry=CollectorRegistry(),
+            refusals=RefusalLog(),
             backoff_initial_s=2.0,
             backoff_max_s=1.0,
         )
     with pytest.raises(ValueError, match="max_body_bytes"):
-        DcgmScraper(endpoints=ep, emit=Sink(), registry=CollectorRegistry(), max_body_bytes=0)
+        DcgmScraper(
+            endpoints=ep,
+            emit=Sink(),
+            registry=CollectorRegistry(),
+            refusals=RefusalLog(),
+            max_body_bytes=0,
+        )

@@ -14,6 +14,7 @@ import pytest
 from connectors.gpu.cgroup import pod_uid_from_cgroup
 from connectors.gpu.reading import NvmlReading, PodRef, ProcessUse, to_sample
 from connectors.gpu.sampler import NvmlSampler
+from connectors.refusals import RefusalLog
 from models import (
     Envelope,
     GpuSampleEvent,
@@ -132,10 +133,12 @@ async def test_no_gpu_here_exits_or_idles_with_the_reason() -> None:
     async def emit(env: Envelope) -> None:
         got.append(env)
 
-    exit_mode = NvmlSampler(node="n", interval_s=1, on_no_gpu="exit", emit=emit)
+    exit_mode = NvmlSampler(
+        node="n", interval_s=1, on_no_gpu="exit", emit=emit, refusals=RefusalLog()
+    )
     await asyncio.wait_for(exit_mode.run(stop=asyncio.Event()), 10)
     assert exit_mode.unavailable is not None and "NVML" in exit_mode.unavailable
-    idle = NvmlSampler(node="n", interval_s=1, on_no_gpu="idle", emit=emit)
+    idle = NvmlSampler(node="n", interval_s=1, on_no_gpu="idle", emit=emit, refusals=RefusalLog())
     stop = asyncio.Event()
     task = asyncio.create_task(idle.run(stop=stop))
     await asyncio.sleep(0.3)

@@ -32,6 +32,7 @@ from connectors.gpu.podresources import (
 from connectors.gpu.protowire import WireError
 from connectors.gpu.reading import NvmlReading, PodRef, ProcessUse, card_owner, process_pods
 from connectors.gpu.sampler import NvmlSampler
+from connectors.refusals import RefusalLog
 from models import Envelope, GpuSample, GpuSampleEvent
 from models.settings import NvmlSettings
 from tests.connectors.gpu.readings import h200_nvml, reading_of
@@ -435,6 +436,7 @@ def _sampler(
         interval_s=0.01,
         on_no_gpu="exit",
         emit=nowhere,
+        refusals=RefusalLog(),
         pod_of_pid=CGROUPS.get,
         pod_resources=kubelet,
         open_nvml=lambda: FakeNvml(readings),

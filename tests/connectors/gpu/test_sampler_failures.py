@@ -10,6 +10,7 @@ import pytest
 
 from connectors.gpu.reading import NvmlReading
 from connectors.gpu.sampler import NvmlSampler
+from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
 from tests.connectors.gpu.readings import h200_nvml, reading_of
 
@@ -58,6 +59,7 @@ async def test_a_lost_card_is_skipped_logged_once_and_picked_up_again(
         interval_s=0.001,
         on_no_gpu="exit",
         emit=emit,
+        refusals=RefusalLog(),
         pod_of_pid=lambda pid: None,
         open_nvml=lambda: nvml,
     )

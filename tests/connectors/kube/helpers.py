@@ -13,6 +13,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from connectors.kube import KubeSource
+from connectors.refusals import RefusalLog
 from models import Envelope, KubeResource, KubeSettings
 
 __all__ = ["Collector", "kube_settings", "running"]
@@ -68,13 +69,16 @@ async def running(
     collector: Collector,
     *,
     registry: CollectorRegistry | None = None,
+    refusals: RefusalLog | None = None,
 ) -> AsyncIterator[KubeSource]:
     """A KubeSource running in the background for the block's duration."""
+    registry = registry or CollectorRegistry()
     source = KubeSource(
         api_client=api_client,
         settings=settings,
         emit=collector.emit,
-        registry=registry or CollectorRegistry(),
+        registry=registry,
+        refusals=refusals or RefusalLog(registry=registry),
         rng=random.Random(7),
     )
     stop = asyncio.Event()

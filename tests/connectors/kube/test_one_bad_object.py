@@ -1,21 +1,25 @@
-"""One object the watchers cannot handle is skipped and counted; every other object of the
-resource is still emitted, on the initial list and while watching, and the watch is not
-restarted because of it (a progress note on issue 11: the reflector's part)."""
+"""One object the watchers cannot handle is refused (counted by source and reason, kept as a
+dead letter with its raw form); every other object of the resource is still emitted, on the
+initial list and while watching, and neither a re-list nor a re-watch happens because of it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from connectors.kube.quantity import QuantityError, parse_quantity
+from connectors.refusals import RefusalLog
 from models import KubeResource, NodeEvent, PodEvent
+from models.refusal import Refusal
 from tests.connectors.kube.helpers import Collector, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import container, node, pod
 
-# A valid Kubernetes quantity: 10^17 cores. It passes every validator and overflows only when
-# the event is serialised (more than 64 bits of milli-CPU).
+# A valid Kubernetes quantity: 10^17 cores. It passes the API server's validation and, before
+# the models had bounds, overflowed only when the event was serialised (past 64 bits).
 ABSURD_CPU = "100000000000000000"
 
 
@@ -24,21 +28,28 @@ def absurd_pod(name: str) -> object:
     return pod(name, containers=[container(requests=requests, limits=dict(requests))])
 
 
+def undecodable_pod(name: str) -> dict[str, Any]:
+    # kubernetes-asyncio refuses to build a V1Pod with this timestamp (ApiException)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "creationTimestamp": "not-a-date"},
+        "spec": {"containers": [{"name": "main", "image": "x"}]},
+    }
+
+
 def emitted_pods(collector: Collector) -> list[str]:
     return [env.payload.pod.key for env in collector.envelopes if isinstance(env.payload, PodEvent)]
 
 
-def failures(registry: CollectorRegistry, resource: str) -> float:
-    total = 0.0
-    for metric in registry.collect():
-        for sample in metric.samples:
-            if (
-                sample.name == "gpufrag_kube_errors_total"
-                and sample.labels.get("resource") == resource
-                and sample.labels.get("reason", "").startswith("object:")
-            ):
-                total += sample.value
-    return total
+class Kept:
+    """The refusal log's dead-letter sink, as the store or topic would take them."""
+
+    def __init__(self) -> None:
+        self.refusals: list[Refusal] = []
+
+    def __call__(self, refusal: Refusal) -> None:
+        self.refusals.append(refusal)
 
 
 async def test_one_absurd_pod_neither_hides_the_others_nor_restarts_the_watch(
@@ -47,18 +58,59 @@ async def test_one_absurd_pod_neither_hides_the_others_nor_restarts_the_watch(
     cluster.apply(pod("a", gpus=1))
     cluster.apply(absurd_pod("big"))
     cluster.apply(pod("c", gpus=2))
-    registry = CollectorRegistry()
+    registry, kept = CollectorRegistry(), Kept()
+    refusals = RefusalLog(registry=registry, sink=kept)
     settings = kube_settings(KubeResource.PODS)
-    async with running(api_client, settings, collector, registry=registry):
+    async with running(api_client, settings, collector, registry=registry, refusals=refusals):
         await collector.wait_for(lambda: len(emitted_pods(collector)) == 2, timeout=30)
         cluster.apply(absurd_pod("big-2"))
         cluster.apply(pod("d", gpus=1))
         await collector.wait_for(lambda: "ml/d" in emitted_pods(collector), timeout=30)
         await collector.quiet()
-        assert failures(registry, "pods") == 2
     assert emitted_pods(collector) == ["ml/a", "ml/c", "ml/d"]
+    assert refusals.counts == {("kube/pods", "mapping"): 2}
+    assert (
+        registry.get_sample_value(
+            "gpufrag_refused_total", {"source": "kube/pods", "reason": "mapping"}
+        )
+        == 2
+    )
+    assert [r.detail.split(" ")[0] for r in kept.refusals] == ["ml/big", "ml/big-2"]
+    assert all("cpu_milli" in r.detail and "4096000" in r.detail for r in kept.refusals)
+    assert all(ABSURD_CPU in r.raw for r in kept.refusals)  # the raw object is kept
     assert len(server.lists("pods")) == 1  # never re-listed because of the bad pods
     assert len(server.watches("pods")) == 1  # and the watch went on
+
+
+async def test_an_item_the_client_cannot_decode_costs_only_itself(
+    cluster: FakeCluster, server: FakeApiServer, api_client: ApiClient, collector: Collector
+) -> None:
+    cluster.apply(pod("a", gpus=1))
+    cluster.apply(undecodable_pod("garbled"))
+    cluster.apply(pod("c", gpus=1))
+    kept = Kept()
+    refusals = RefusalLog(registry=CollectorRegistry(), sink=kept)
+    # page_size 2: the bad item shares its list page with a good one
+    settings = kube_settings(KubeResource.PODS, page_size=2)
+    async with running(api_client, settings, collector, refusals=refusals):
+        await collector.wait_for(lambda: len(emitted_pods(collector)) == 2, timeout=30)
+        await collector.wait_for(lambda: bool(cluster.subscribers), timeout=30)  # watching
+        cluster.apply(undecodable_pod("garbled-2"))
+        cluster.send_raw(b'{"type": "ADDED", "object": [1, 2]\n')  # not JSON at all
+        cluster.send_raw(b'"just a string"\n')
+        cluster.apply(pod("d", gpus=1))
+        await collector.wait_for(lambda: "ml/d" in emitted_pods(collector), timeout=30)
+    assert emitted_pods(collector) == ["ml/a", "ml/c", "ml/d"]
+    assert refusals.counts == {
+        ("kube/pods", "undecodable"): 2,
+        ("kube/pods", "unreadable_event"): 2,
+    }
+    undecodable = [r for r in kept.refusals if r.reason == "undecodable"]
+    assert [r.detail.split(" ")[0] for r in undecodable] == ["ml/garbled", "ml/garbled-2"]
+    assert all("not-a-date" in r.raw for r in undecodable)
+    assert len(server.lists("pods")) == 2  # one list of two pages: no re-list
+    assert "continue" in server.lists("pods")[1].query
+    assert len(server.watches("pods")) == 1
 
 
 async def test_one_absurd_node_does_not_hide_the_others(
@@ -67,20 +119,28 @@ async def test_one_absurd_node_does_not_hide_the_others(
     cluster.apply(node("n1"))
     cluster.apply(node("n-big", cpu=ABSURD_CPU))
     cluster.apply(node("n3"))
-    registry = CollectorRegistry()
+    refusals = RefusalLog(registry=CollectorRegistry())
     settings = kube_settings(KubeResource.NODES)
-    async with running(api_client, settings, collector, registry=registry):
+    async with running(api_client, settings, collector, refusals=refusals):
         names = lambda: [  # noqa: E731
             e.payload.node.name for e in collector.envelopes if isinstance(e.payload, NodeEvent)
         ]
         await collector.wait_for(lambda: len(names()) == 2, timeout=30)
         cluster.apply(node("n4"))
         await collector.wait_for(lambda: "n4" in names(), timeout=30)
-        assert failures(registry, "nodes") == 1
     assert sorted(names()) == ["n1", "n3", "n4"]
+    assert refusals.counts == {("kube/nodes", "mapping"): 1}
+    assert refusals.last is not None and refusals.last.detail.startswith("n-big ")
     assert len(server.lists("nodes")) == 1
 
 
-def test_a_quantity_past_decimal_range_is_refused_as_not_a_quantity() -> None:
-    with pytest.raises(QuantityError, match="not a quantity"):
-        parse_quantity("1e999999999E")  # Decimal's Overflow, not a crash of the reflector
+@pytest.mark.parametrize(
+    ("quantity", "problem"),
+    [
+        ("1e999999999E", "not a quantity"),  # Decimal's Overflow, not a crash of the reflector
+        ("1e31", "past any real resource"),  # valid, but an int of it would be pointless work
+    ],
+)
+def test_quantities_past_any_resource_are_refused(quantity: str, problem: str) -> None:
+    with pytest.raises(QuantityError, match=problem):
+        parse_quantity(quantity)

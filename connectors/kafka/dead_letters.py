@@ -1,0 +1,42 @@
+"""Refused inputs onto the dead-letter topic, where `gpufrag sink` keeps them in the store.
+
+A refusal travels as the ``Refusal`` model's JSON, so the sink tells it from a worker's dead
+letter (which names the topic, partition and offset it came from) by its ``source`` field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aiokafka import AIOKafkaProducer
+
+from models import to_json
+from models.refusal import Refusal
+
+__all__ = ["DeadLetterProducer"]
+
+
+class DeadLetterProducer:
+    def __init__(self, bootstrap: str, *, topic: str) -> None:
+        self.topic = topic
+        self.sent = 0
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            client_id="gpufrag-dead-letters",
+            acks="all",
+            enable_idempotence=True,
+            request_timeout_ms=120_000,
+        )
+
+    async def start(self) -> None:
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        await self._producer.stop()  # flushes what is in flight
+
+    async def send(self, refusals: Sequence[Refusal]) -> None:
+        for refusal in refusals:
+            await self._producer.send(
+                self.topic, key=refusal.source.encode(), value=to_json(refusal)
+            )
+            self.sent += 1
