@@ -16,9 +16,12 @@ from prometheus_client import CollectorRegistry, Counter
 
 from models.refusal import Refusal
 
-__all__ = ["RefusalLog", "RefusalSink"]
+__all__ = ["DETAIL_MAX_CHARS", "RefusalLog", "RefusalSink"]
 
 log = logging.getLogger(__name__)
+
+DETAIL_MAX_CHARS = 1_000
+"""A detail names the object and the field; 1,000 characters hold that with room."""
 
 RefusalSink = Callable[[Refusal], None]
 """Takes a refusal without blocking (a queue put, a list append): edges call it mid-parse."""
@@ -57,9 +60,13 @@ class RefusalLog:
         """Count, maybe log, and forward one refusal; never raises, so an edge can call it
         from its own error handler."""
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        detail = " ".join(detail.split())  # one line: exception texts often span several
+        # one line (exception texts often span several) and short: a 5,000-digit quantity
+        # belongs in the raw form, not in every log line and metric-sized reason
+        detail = " ".join(detail.split())
+        if len(detail) > DETAIL_MAX_CHARS:
+            detail = detail[:DETAIL_MAX_CHARS] + "..."
         refusal = Refusal(
-            source=source,
+            source=source or "unknown",
             reason=reason[:64] or "unknown",
             detail=detail,
             raw=Refusal.cut(text),

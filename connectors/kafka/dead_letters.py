@@ -35,8 +35,10 @@ class DeadLetterProducer:
         await self._producer.stop()  # flushes what is in flight
 
     async def send(self, refusals: Sequence[Refusal]) -> None:
+        # one at a time, each acknowledged: refusals are few, and a failed send must raise
+        # (the pump logs it) rather than count as sent
         for refusal in refusals:
-            await self._producer.send(
+            await self._producer.send_and_wait(
                 self.topic, key=refusal.source.encode(), value=to_json(refusal)
             )
             self.sent += 1

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from pydantic import ValidationError
+
 from connectors.kube.metrics import KubeMetrics
-from connectors.kube.objects import MappingError, identity_of, name_of, raw_text
+from connectors.kube.objects import (
+    MappingError,
+    identity_of,
+    name_of,
+    raw_text,
+    refused_fields,
+)
 from connectors.kube.pods import GangLookup, oom_kills, pod_from_kube
 from connectors.kube.scheduling import event_count, event_time, oom_event, scheduler_event
 from connectors.refusals import RefusalLog
@@ -219,7 +227,10 @@ class PodHandler:
             )
             # Stamped with the kill's own time, so the same kill seen again after a restart of
             # gpufrag gets the same envelope id and deduplicates downstream.
-            out.append(self._env(SchedulingEvent(event=event), kill.finished_at or now))
+            try:
+                out.append(self._env(SchedulingEvent(event=event), kill.finished_at or now))
+            except ValidationError as exc:  # a kill time past any clock: refuse the kill only
+                self.errors.report(obj, refused_fields(exc, where=f"OOM kill of {kill.container}"))
         return PodState(pod=pod, ooms=frozenset(k.identity for k in kills)), out
 
     async def delete(self, prev: PodState) -> list[Envelope]:
@@ -263,7 +274,11 @@ class EventHandler:
         self.errors = errors
 
     async def upsert(self, obj: Any, prev: int | None) -> tuple[int, list[Envelope]]:
-        count = event_count(obj)
+        try:
+            count = event_count(obj)
+        except MappingError as exc:
+            self.errors.report(obj, exc)
+            return prev or 0, []
         if obj.reason not in self.reasons:
             return count, []
         new = count - prev if prev is not None else count
@@ -271,13 +286,15 @@ class EventHandler:
             return max(count, prev or 0), []
         try:
             event = scheduler_event(obj, count=new)
+            at = event_time(obj, now=self.clock())
+            env = Envelope.wrap(SchedulingEvent(event=event), event_time=at, source=self.source)
+        except ValidationError as exc:
+            self.errors.report(obj, refused_fields(exc))
+            return count, []
         except (MappingError, ValueError) as exc:
             self.errors.report(obj, MappingError(str(exc)))
             return count, []
-        at = event_time(obj, now=self.clock())
-        return count, [
-            Envelope.wrap(SchedulingEvent(event=event), event_time=at, source=self.source)
-        ]
+        return count, [env]
 
     async def delete(self, prev: int) -> list[Envelope]:
         return []  # an Event expiring says nothing about the cluster

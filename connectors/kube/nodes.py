@@ -24,7 +24,7 @@ from connectors.kube.gpu import (
     mig_profile,
 )
 from connectors.kube.objects import MappingError, refused_fields, taints_of
-from connectors.kube.quantity import QuantityError, ceil_int, parse_quantity
+from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import Node
 from models.bounds import REPLICAS_MAX
 
@@ -46,12 +46,9 @@ def _amount(resources: dict[str, Any], name: str) -> int:
     if raw is None:
         return 0
     try:
-        amount = int(parse_quantity(raw))
+        return int(parse_amount(raw))
     except QuantityError as exc:
         raise MappingError(f"allocatable {name}: {exc}") from None
-    if amount < 0:
-        raise MappingError(f"allocatable {name}: {raw!r} is negative")
-    return amount
 
 
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
@@ -66,8 +63,8 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         (status.allocatable or status.capacity or {}) if status else {}
     )
     try:
-        cpu_milli = ceil_int(parse_quantity(allocatable.get("cpu", 0)) * 1000)
-        memory_mib = int(parse_quantity(allocatable.get("memory", 0)) / (1024 * 1024))
+        cpu_milli = ceil_int(parse_amount(allocatable.get("cpu", 0)) * 1000)
+        memory_mib = int(parse_amount(allocatable.get("memory", 0)) / (1024 * 1024))
     except QuantityError as exc:
         raise MappingError(f"allocatable: {exc}") from None
     replicas = _int_label(labels, LABEL_REPLICAS)

@@ -3,6 +3,7 @@ custom-resource dicts, taints and tolerations, and time stamps."""
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -50,19 +51,27 @@ class Undecodable:
     error: str
 
 
+_REPR = reprlib.Repr()
+# 20 levels, not the default 6, so a refused pod's spec still shows; the level limit is what
+# keeps a 1,000-deep object (which orjson refuses past 254) from a RecursionError
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 20, 4096, 4096
+_REPR.maxdict = _REPR.maxlist = 200
+
+
 def raw_text(obj: Any) -> str:
     """An object as JSON for a dead letter, whatever it is; never raises."""
     if isinstance(obj, Undecodable):
         obj = obj.raw
-    elif not isinstance(obj, dict) and hasattr(obj, "to_dict"):
-        try:
-            obj = obj.to_dict()
-        except Exception:  # a half-built model: its repr still says what arrived
-            return repr(obj)
     try:
+        if not isinstance(obj, dict) and hasattr(obj, "to_dict"):
+            obj = obj.to_dict()
         return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:  # ints past 64 bits, among others: the repr keeps every digit
-        return repr(obj)
+    except Exception:  # ints past 64 bits, nesting past orjson's 254 levels: try the repr
+        pass
+    try:
+        return _REPR.repr(obj)
+    except Exception:  # nothing printable: at least say what it was
+        return f"<{type(obj).__name__} that cannot be printed>"
 
 
 def get_path(obj: Any, *path: str) -> Any:

@@ -28,7 +28,7 @@ from connectors.kube.gpu import (
     mig_profile,
 )
 from connectors.kube.objects import MappingError, aware, refused_fields, tolerations_of
-from connectors.kube.quantity import QuantityError, ceil_int, parse_quantity
+from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import (
     MILLI_PER_GPU,
     GangRef,
@@ -87,7 +87,7 @@ def _container_vector(container: Any) -> Vector:
         # the same amount, and so does the scheduler.
         raw = requests[name] if name in requests else limits[name]
         try:
-            out[name] = parse_quantity(raw)
+            out[name] = parse_amount(raw)
         except QuantityError as exc:
             raise MappingError(f"container {container.name}: {name}: {exc}") from None
     return out
@@ -126,7 +126,7 @@ def pod_requests(spec: Any) -> Vector:
     overhead: Vector = {}
     for name, raw in (spec.overhead or {}).items():
         try:
-            overhead[name] = parse_quantity(raw)
+            overhead[name] = parse_amount(raw)
         except QuantityError as exc:
             raise MappingError(f"overhead {name}: {exc}") from None
     return _add(total, overhead)
@@ -199,7 +199,9 @@ def _gang(
         except ValueError:
             raise MappingError(f"annotation {KUEUE_GROUP_COUNT}={raw!r} is not a count") from None
         # A Kueue pod group is admitted as a whole: every one of its pods is needed.
-        return GangRef(name=kueue, min_member=max(1, total))
+        if total < 1:
+            raise MappingError(f"annotation {KUEUE_GROUP_COUNT}={raw!r} is below 1")
+        return GangRef(name=kueue, min_member=total)
     volcano = _first(notes, VOLCANO_GROUPS) or _first(labels, VOLCANO_GROUPS)
     if volcano:
         # Until the PodGroup is seen, a group of one: Volcano's own default for plain pods.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
-__all__ = ["QuantityError", "ceil_int", "parse_quantity"]
+__all__ = ["QUANTITY_MAX", "QuantityError", "ceil_int", "parse_amount", "parse_quantity"]
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 QUANTITY_MAX = Decimal(10) ** 30
@@ -49,6 +49,16 @@ def parse_quantity(value: object) -> Decimal:
     if abs(parsed) > QUANTITY_MAX:
         # 1e999999 is a valid Decimal; turning it into an int would build a million digits.
         raise QuantityError(f"{value!r} is past any real resource (over 10^30)")
+    return parsed
+
+
+def parse_amount(value: object) -> Decimal:
+    """A resource amount (request, limit, allocatable, quota): a quantity that cannot be
+    negative. Refused rather than summed, since one negative container would quietly cancel
+    its neighbour's request."""
+    parsed = parse_quantity(value)
+    if parsed < 0:
+        raise QuantityError(f"{value!r} is negative")
     return parsed
 
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from connectors.kube.gpu import is_gpu_resource
 from connectors.kube.objects import MappingError, get_path, refused_fields
-from connectors.kube.quantity import QuantityError, parse_quantity
+from connectors.kube.quantity import QuantityError, parse_amount
 from models import QueueObject, QueueSourceKind
 
 __all__ = [
@@ -38,7 +38,7 @@ def _gpu_amounts(resources: Any, *, strip_requests: bool = False) -> dict[str, D
         if not is_gpu_resource(resource):
             continue
         try:
-            out[resource] = out.get(resource, Decimal(0)) + parse_quantity(raw)
+            out[resource] = out.get(resource, Decimal(0)) + parse_amount(raw)
         except QuantityError as exc:
             raise MappingError(f"{name}: {exc}") from None
     return out

@@ -264,15 +264,16 @@ class Reflector(Generic[S]):
     async def _on_line(self, line: bytes) -> None:
         try:
             event = orjson.loads(line)
+            problem = f"a JSON {type(event).__name__}, not an event"
         except orjson.JSONDecodeError as exc:
-            event = exc
+            event, problem = None, f"not JSON: {exc}"
         if not isinstance(event, dict) or not isinstance(event.get("object") or {}, dict):
             # Re-watching from the same resourceVersion would only meet the same line again.
             self.metrics.errors.labels(self.name, "object:unreadable_event").inc()
             self.refusals.refuse(
                 source=f"kube/{self.name}",
                 reason="unreadable_event",
-                detail=f"a watch event that is not a JSON object ({event}); skipped",
+                detail=f"a watch line that is {problem}; skipped",
                 raw=line,
             )
             return

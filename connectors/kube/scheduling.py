@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from connectors.kube.objects import aware
+from connectors.kube.objects import MappingError, aware
 from connectors.kube.pods import OomKill
 from models import SchedulerEvent
+from models.bounds import COUNT_MAX
 
 __all__ = ["event_count", "event_time", "oom_event", "scheduler_event"]
 
@@ -17,9 +18,13 @@ def event_count(event: Any) -> int:
     """How many times the Event happened so far: Kubernetes folds repeats into one object
     (``count`` for core Events, ``series.count`` for events.k8s.io ones)."""
     series = getattr(event, "series", None)
-    if series is not None and series.count:
-        return max(1, int(series.count))
-    return max(1, int(event.count or 1))
+    raw = series.count if series is not None and series.count else event.count
+    # absent or 0 is the API's "once" (events.k8s.io leaves it unset); below that is wrong
+    if raw is None or raw == 0:
+        return 1
+    if not isinstance(raw, int) or not 1 <= raw <= COUNT_MAX:
+        raise MappingError(f"count {raw!r} is outside 1..{COUNT_MAX}")
+    return raw
 
 
 def event_time(event: Any, *, now: datetime) -> datetime:

@@ -111,9 +111,17 @@ class _Lines:
             raise StopIteration
         self.number += 1
         if len(data) > self.max_line_bytes and not data.endswith(b"\n"):
+            quotes = sum(r.count('"') for r in self.raw) + data.count(b'"')
             rest = data
             while rest and not rest.endswith(b"\n"):
                 rest = self._read(_SKIP_CHUNK)
+                quotes += rest.count(b'"')
+            # A quote left open carries the record on to the next lines: skip them too, so
+            # the refused record is one refusal and its tail is not read as records of its own
+            # (quotes inside a field are doubled, so the count's parity says open or closed).
+            while quotes % 2 and (rest := self._read(_SKIP_CHUNK)):
+                quotes += rest.count(b'"')
+                self.number += rest.endswith(b"\n")
             raw = data[: self.max_line_bytes].decode("utf-8", "replace")
             self.raw.append(raw)
             raise _BadLine(

@@ -27,7 +27,7 @@ from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import SCHEMA_VERSION, GpufragSettings, StoreSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
-from streams.app.errors import user_errors
+from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
 from streams.app.runs import StoreInterrupts, run_row
@@ -260,6 +260,12 @@ async def _replay(
     refused: list[Refusal],
 ) -> int:
     console = Console(stderr=True)
+    if metrics_port is not None:  # before the run is recorded: a taken port is the user's
+        try:
+            start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
+        except OSError as exc:
+            typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
     store: Store = await asyncio.to_thread(open_history, settings)
     record = _RunRecord(store, run_id, datetime.now(UTC), source, options)
     await record.start()
@@ -280,8 +286,6 @@ async def _replay(
         on_progress=progress.on_event,
         registry=registry,
     )
-    if metrics_port is not None:
-        start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
     # first: stop the source, store what was emitted; second: the store may be down, so stop
     # waiting for it and keep the buffered rows in the spool for the next start
     interrupts = StoreInterrupts(stop=runner.stop, sink=sink, console=console)

@@ -23,15 +23,32 @@ log = logging.getLogger(__name__)
 Write = Callable[[list[Refusal]], Awaitable[None]]
 
 
+HELD_MAX = 10_000
+"""Refusals waiting for a store or broker that is down: a DCGM page with one bad line per GPU
+on 100 nodes refuses 100 lines a second, so this is 100 s of that before older ones give way
+(they stay counted in gpufrag_refused_total and in the log)."""
+
+
 class RefusalPump:
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[Refusal] = asyncio.Queue()
+        self._queue: asyncio.Queue[Refusal] = asyncio.Queue(maxsize=HELD_MAX)
         self.kept = 0
+        self.not_kept = 0
         self._inflight: list[Refusal] = []
 
     def __call__(self, refusal: Refusal) -> None:
         """The refusal log's sink."""
-        self._queue.put_nowait(refusal)
+        try:
+            self._queue.put_nowait(refusal)
+        except asyncio.QueueFull:
+            self.not_kept += 1
+            if self.not_kept == 1 or self.not_kept % HELD_MAX == 0:
+                log.warning(
+                    "%d refused inputs not kept as dead letters: %d already wait for the "
+                    "store or broker (they are still counted)",
+                    self.not_kept,
+                    HELD_MAX,
+                )
 
     def _batch(self) -> list[Refusal]:
         out: list[Refusal] = []
@@ -44,6 +61,7 @@ class RefusalPump:
             await write(batch)
             self.kept += len(batch)
         except Exception:  # counted and logged by the refusal log already; say it was not kept
+            self.not_kept += len(batch)
             log.exception("%d refused inputs could not be kept as dead letters", len(batch))
 
     @contextlib.asynccontextmanager

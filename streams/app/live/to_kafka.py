@@ -92,6 +92,6 @@ async def watch_to_kafka(
         )
     typer.echo(
         f"watched {elapsed:.1f} s; sent to {bus.bootstrap} (prefix {bus.prefix!r}); "
-        f"{refusals.total()} refused inputs sent to {dead.topic}"
+        f"{refusals.total()} refused inputs, {dead.sent} sent to {dead.topic}"
     )
     return 0

@@ -117,8 +117,8 @@ async def watch_to_store(
         raise failure
     typer.echo(
         f"run {run_id} ({status}): {runner.processed} events stored into {store.dsn} "
-        f"({stage.late} late, {runner.failures} failed, {refusals.total()} refused inputs "
-        "kept in dead_letter)"
+        f"({stage.late} late, {runner.failures} failed, {refusals.total()} refused inputs, "
+        f"{pump.kept} kept in dead_letter)"
     )
     return 0
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import orjson
 
 from connectors.clickhouse import Store
 from models import to_json
+from models.refusal import Refusal
 from streams.app.topic_sink import TopicSink
 from tests.connectors.clickhouse.factories import signal
 from tests.connectors.clickhouse.helpers import SinkMaker
@@ -77,3 +79,28 @@ async def test_records_become_rows_once_and_bad_ones_are_kept_with_the_reason(
     dead = sorted(tuple(r) for r in store.query("SELECT target, reason FROM dead_letter").rows)
     assert dead[0][0] == "topic:dlq" and "p.gpufrag.pods/3@7: not json" in str(dead[0][1])
     assert dead[1][0] == "topic:signals" and "unreadable signal" in str(dead[1][1])
+
+
+async def test_a_watchers_refusal_on_the_dead_letter_topic_is_stored_as_its_source_says(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    refusal = Refusal(
+        source="kube/pods",
+        reason="mapping",
+        detail="ml/big (resourceVersion 7): requests: cpu_milli: too large",
+        raw='{"metadata":{"name":"big"}}',
+        at=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+    stop = asyncio.Event()
+    consumer = Consumer([{TP("dlq", 0): [Record(0, 0, to_json(refusal))]}], stop)
+    sink = make_sink()
+    await sink.start()
+    out = TopicSink(
+        consumer=consumer, sink=sink, run_id="live", signals_topic="s", dead_letter_topic="dlq"
+    )
+    await out.run(stop)
+    await sink.flush()
+    rows = store.query("SELECT target, reason, row FROM dead_letter FINAL").rows
+    assert [tuple(map(str, r)) for r in rows] == [
+        ("source:kube/pods", f"mapping: {refusal.detail}", refusal.raw)
+    ]

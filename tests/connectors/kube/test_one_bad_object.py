@@ -4,6 +4,7 @@ initial list and while watching, and neither a re-list nor a re-watch happens be
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from models import KubeResource, NodeEvent, PodEvent
 from models.refusal import Refusal
 from tests.connectors.kube.helpers import Collector, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
-from tests.kube_fake.objects import container, node, pod
+from tests.kube_fake.objects import container, node, oom_status, pod
 
 # A valid Kubernetes quantity: 10^17 cores. It passes the API server's validation and, before
 # the models had bounds, overflowed only when the event was serialised (past 64 bits).
@@ -98,16 +99,24 @@ async def test_an_item_the_client_cannot_decode_costs_only_itself(
         cluster.apply(undecodable_pod("garbled-2"))
         cluster.send_raw(b'{"type": "ADDED", "object": [1, 2]\n')  # not JSON at all
         cluster.send_raw(b'"just a string"\n')
+        # 600 levels: JSON reads it, but past the 254 orjson writes, and deep enough for a
+        # plain repr of it to hit Python's recursion limit
+        deep = b'{"a":' * 600 + b"1" + b"}" * 600
+        meta = b'{"name":"deep","namespace":"ml","uid":"d-1","resourceVersion":"9000"}'
+        cluster.send_raw(
+            b'{"type":"ADDED","object":{"metadata":' + meta + b',"spec":' + deep + b"}}\n"
+        )
         cluster.apply(pod("d", gpus=1))
         await collector.wait_for(lambda: "ml/d" in emitted_pods(collector), timeout=30)
     assert emitted_pods(collector) == ["ml/a", "ml/c", "ml/d"]
     assert refusals.counts == {
-        ("kube/pods", "undecodable"): 2,
+        ("kube/pods", "undecodable"): 3,
         ("kube/pods", "unreadable_event"): 2,
     }
     undecodable = [r for r in kept.refusals if r.reason == "undecodable"]
-    assert [r.detail.split(" ")[0] for r in undecodable] == ["ml/garbled", "ml/garbled-2"]
-    assert all("not-a-date" in r.raw for r in undecodable)
+    names = [r.detail.split(" ")[0] for r in undecodable]
+    assert sorted(names) == ["ml/deep", "ml/garbled", "ml/garbled-2"]
+    assert all("not-a-date" in r.raw for r in undecodable if r.detail.startswith("ml/garbled"))
     assert len(server.lists("pods")) == 2  # one list of two pages: no re-list
     assert "continue" in server.lists("pods")[1].query
     assert len(server.watches("pods")) == 1
@@ -144,3 +153,39 @@ async def test_one_absurd_node_does_not_hide_the_others(
 def test_quantities_past_any_resource_are_refused(quantity: str, problem: str) -> None:
     with pytest.raises(QuantityError, match=problem):
         parse_quantity(quantity)
+
+
+async def test_a_bad_oom_kill_time_costs_the_kill_not_the_pod(
+    cluster: FakeCluster, server: FakeApiServer, api_client: ApiClient, collector: Collector
+) -> None:
+    ancient = datetime(1960, 1, 1, tzinfo=UTC)  # before any clock the store keeps
+    oomed = pod(
+        "oomed",
+        gpus=1,
+        node="n1",
+        phase="Running",
+        container_statuses=[
+            oom_status("main", restarts=1, finished=ancient, container_id="containerd://c1")
+        ],
+    )
+    cluster.apply(oomed)
+    refusals = RefusalLog(registry=CollectorRegistry())
+    async with running(api_client, kube_settings(KubeResource.PODS), collector, refusals=refusals):
+        await collector.wait_for(lambda: emitted_pods(collector) == ["ml/oomed"], timeout=30)
+    assert refusals.counts == {("kube/pods", "mapping"): 1}
+    assert refusals.last is not None and "OOM kill of main" in refusals.last.detail
+
+
+async def test_a_negative_request_is_refused_not_netted_against_another(
+    cluster: FakeCluster, server: FakeApiServer, api_client: ApiClient, collector: Collector
+) -> None:
+    plus = {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"}
+    minus = {"cpu": "-3", "memory": "-4Gi", "nvidia.com/gpu": "-1"}
+    both = [container("a", requests=plus), container("b", requests=minus)]
+    cluster.apply(pod("netted", containers=both))
+    cluster.apply(pod("fine", gpus=1))
+    refusals = RefusalLog(registry=CollectorRegistry())
+    async with running(api_client, kube_settings(KubeResource.PODS), collector, refusals=refusals):
+        await collector.wait_for(lambda: emitted_pods(collector) == ["ml/fine"], timeout=30)
+    assert refusals.counts == {("kube/pods", "mapping"): 1}
+    assert refusals.last is not None and "is negative" in refusals.last.detail
