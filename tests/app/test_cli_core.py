@@ -207,3 +207,26 @@ def test_read_commands_refuse_a_store_that_does_not_exist_and_create_none(
         "--store or GPUFRAG_STORE__DSN; `gpufrag replay` or `gpufrag watch` make one)"
     ]
     assert not (tmp_path / "mistyped").exists()
+
+
+def test_a_command_loads_only_its_own_libraries(tmp_path: Path) -> None:
+    # `experiment` refusing a bad trace should not first load Kafka, chDB and gRPC for the
+    # other commands (they made its start-up twice as long)
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,1000000000,V100M16\n")
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['gpufrag', 'experiment', '--policy', 'fgd', '--nodes', {str(nodes)!r}]\n"
+        "from streams.app.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    heavy = ('aiokafka', 'chdb', 'clickhouse_connect', 'grpc', 'faust')\n"
+        "    print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    assert "column 'gpu': 1000000000 outside 0..64" in done.stderr
+    assert done.stdout.strip() == "[]"
