@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from models import KNOWN_GPU_MODELS
+from models.gpu import GPU_MODEL_MAX_CHARS
 
 __all__ = [
     "GPU",
@@ -71,13 +72,28 @@ _SIMPLE = {
 }
 
 
+_VENDOR = frozenset({"NVIDIA", "TESLA"})
+
+
 def gpu_model_of(product: str, *, memory_mib: int | None = None) -> str | None:
-    """gpufrag's model name for a GPU Feature Discovery product label ("NVIDIA-A100-SXM4-80GB",
-    "Tesla-T4", "NVIDIA-H100-80GB-HBM3"); None when the product is not one gpufrag knows, so
-    the caller can say which label it could not read."""
+    """gpufrag's model name for a GPU Feature Discovery product label. The families gpufrag
+    knows keep their names ("NVIDIA-A100-SXM4-80GB" -> "A100-80GB", "Tesla-T4" -> "T4"), so
+    the trace and the published results still match; any other product is a model too, its
+    label without the vendor ("NVIDIA-RTX-6000-Ada-Generation" -> "RTX-6000-ADA-GENERATION",
+    "NVIDIA-H20" -> "H20"). None only when nothing of a name is left."""
     if product in KNOWN_GPU_MODELS:
         return product
     tokens = [t for t in _TOKEN.split(product.upper()) if t]
+    known = _known_family(tokens, memory_mib)
+    if known is not None:
+        return known
+    while tokens and tokens[0] in _VENDOR:
+        tokens = tokens[1:]
+    name = "-".join(tokens)[:GPU_MODEL_MAX_CHARS].strip(".-")
+    return name or None
+
+
+def _known_family(tokens: list[str], memory_mib: int | None) -> str | None:
     sizes = {t for t in tokens if t.endswith("GB")}
     for token in tokens:
         if token == "H100":

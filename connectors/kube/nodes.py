@@ -94,7 +94,7 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
             )
         model = gpu_model_of(product, memory_mib=card_memory)
         if model is None:
-            raise MappingError(f"label {LABEL_PRODUCT}={product!r} is not a known GPU model")
+            raise MappingError(f"label {LABEL_PRODUCT}={product!r} names no GPU model")
     try:
         return Node(
             name=meta.name,

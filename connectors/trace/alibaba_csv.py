@@ -238,7 +238,7 @@ class _Table:
         try:
             model = check_gpu_model(name)
         except ValueError:
-            self.fail(line, column, f"unknown GPU model {_shown(name)!r}", "unknown_gpu_model")
+            self.fail(line, column, f"not a GPU model name: {_shown(name)!r}", "gpu_model_name")
         self._model_cache[name] = model
         return model
 
@@ -401,5 +401,5 @@ def _check_gpu_demand(table: _Table, line: int, num_gpu: int, gpu_milli: int) ->
 def _gpu_spec(table: _Table, line: int, raw: str) -> tuple[str, ...]:
     parts = raw.split("|")
     if "" in parts:
-        table.fail(line, "gpu_spec", f"empty GPU model in {_shown(raw)!r}", "unknown_gpu_model")
+        table.fail(line, "gpu_spec", f"empty GPU model in {_shown(raw)!r}", "gpu_model_name")
     return tuple(table.gpu_model(line, "gpu_spec", part) for part in parts)

@@ -87,7 +87,7 @@ def test_experiment_prints_published_beside_ours(published_dir: Path) -> None:
         ),
         (
             "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
-            "deletion_time,scheduled_time\np0,1000,10,1,1000,X999,LS,Running,0,5,0\n",
+            "deletion_time,scheduled_time\np0,1000,10,1,1000,X 999,LS,Running,0,5,0\n",
             "bad.csv:2: column 'gpu_spec'",
         ),
     ],

@@ -218,7 +218,7 @@ POD_CASES = [
         _pod_row(num_gpu="2", gpu_milli="500"), "gpu_milli", "500 with num_gpu 2", id="multi-shared"
     ),
     pytest.param(
-        _pod_row(gpu_spec="T4|X999"), "gpu_spec", "unknown GPU model 'X999'", id="unknown-model"
+        _pod_row(gpu_spec="T4|X 999"), "gpu_spec", "not a GPU model name: 'X 999'", id="bad-model"
     ),
     pytest.param(_pod_row(gpu_spec="T4|"), "gpu_spec", "empty GPU model", id="empty-spec-part"),
     pytest.param(
@@ -254,7 +254,7 @@ NODE_CASES = [
     ("negative", "node-b,96000,-1,2,T4", "memory_mib", "negative number -1"),
     ("blank-number", "node-b,,393216,2,T4", "cpu_milli", "missing number"),
     ("too-few-fields", "node-b,96000,393216,2", "model", "expected 5 fields, got 4"),
-    ("unknown-model", "node-b,96000,393216,2,X999", "model", "unknown GPU model 'X999'"),
+    ("bad-model", "node-b,96000,393216,2,X 999", "model", "not a GPU model name: 'X 999'"),
     ("gpu-without-model", "node-b,96000,393216,2,", "model", "missing GPU model"),
     ("model-without-gpu", "node-b,96000,393216,0,T4", "model", "given for a node with 0 GPUs"),
     ("duplicate-name", "node-a,96000,393216,2,T4", "sn", "duplicate name 'node-a'"),

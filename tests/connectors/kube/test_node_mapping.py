@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from connectors.kube.gpu import gpu_model_of
 from connectors.kube.nodes import node_from_kube
 from connectors.kube.objects import MappingError
-from models import KubeResource, Taint
+from models import KubeResource, NodeEvent, Taint
 from tests.connectors.kube.helpers import Collector, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import node
@@ -87,9 +87,11 @@ def test_mig_mixed_strategy_node() -> None:
     assert out.mig_devices == {"1g.5gb": 14, "3g.20gb": 4}
 
 
-def test_unknown_product_is_a_mapping_error_naming_the_label() -> None:
-    with pytest.raises(MappingError, match="NVIDIA-RTX-A6000"):
-        node_from_kube(node("ws", gpus=2, product="NVIDIA-RTX-A6000"), pool_label=None, now=NOW)
+def test_a_product_naming_no_model_is_a_mapping_error_naming_the_label() -> None:
+    ws = node_from_kube(node("ws", gpus=2, product="NVIDIA-RTX-A6000"), pool_label=None, now=NOW)
+    assert (ws.gpu_model, ws.gpu_count) == ("RTX-A6000", 2)  # unknown to gpufrag, still a model
+    with pytest.raises(MappingError, match="names no GPU model"):
+        node_from_kube(node("ws", gpus=2, product="---"), pool_label=None, now=NOW)
     with pytest.raises(MappingError, match=r"gpu\.product"):
         node_from_kube(node("nolabel", gpus=2, product=None), pool_label=None, now=NOW)
 
@@ -109,7 +111,15 @@ def test_unknown_product_is_a_mapping_error_naming_the_label() -> None:
         ("NVIDIA-A10", None, "A10"),
         ("NVIDIA-L40S", None, "L40S"),
         ("NVIDIA-L4", None, "L4"),
-        ("NVIDIA-L40", None, None),
+        # products gpufrag has no family for are models too, named by their label
+        ("NVIDIA-L40", None, "L40"),
+        ("NVIDIA-A40", None, "A40"),
+        ("NVIDIA-RTX-6000-Ada-Generation", None, "RTX-6000-ADA-GENERATION"),
+        ("NVIDIA-H800", None, "H800"),
+        ("NVIDIA-H20", None, "H20"),
+        ("NVIDIA-GH200-480GB", None, "GH200-480GB"),
+        ("NVIDIA-RTX-A6000", None, "RTX-A6000"),
+        ("---", None, None),
         ("Tesla-T4", None, "T4"),
         ("Tesla-V100-SXM2-32GB", None, "V100M32"),
         ("Tesla-V100-SXM2-16GB", None, "V100M16"),
@@ -130,13 +140,13 @@ async def test_unreadable_node_is_counted_logged_once_and_the_watch_goes_on(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="connectors.kube")
     registry = CollectorRegistry()
-    cluster.apply(node("ws-1", gpus=2, product="NVIDIA-RTX-A6000"))
+    cluster.apply(node("ws-1", gpus=2, product="---"))  # a label that names nothing
     cluster.apply(node("gpu-1"))
     async with running(
         api_client, kube_settings(KubeResource.NODES), collector, registry=registry
     ) as source:
         await collector.wait_for(lambda: len(collector.envelopes) == 1)
-        cluster.apply(node("ws-1", gpus=2, product="NVIDIA-RTX-A6000", cpu="64"))
+        cluster.apply(node("ws-1", gpus=2, product="---", cpu="64"))
         cluster.apply(node("gpu-2"))
         await collector.wait_for(lambda: len(collector.envelopes) == 2)
         reflector = source.reflectors[KubeResource.NODES]
@@ -148,5 +158,30 @@ async def test_unreadable_node_is_counted_logged_once_and_the_watch_goes_on(
         )
         == 2
     )
-    warnings = [r for r in caplog.records if "RTX-A6000" in r.getMessage()]
+    warnings = [r for r in caplog.records if "names no GPU model" in r.getMessage()]
     assert len(warnings) == 1
+
+
+NEWER_PRODUCTS = {
+    "NVIDIA-A40": "A40",
+    "NVIDIA-L40": "L40",
+    "NVIDIA-RTX-6000-Ada-Generation": "RTX-6000-ADA-GENERATION",
+    "NVIDIA-H800": "H800",
+    "NVIDIA-H20": "H20",
+    "NVIDIA-GH200-480GB": "GH200-480GB",
+}
+
+
+async def test_nodes_with_newer_gpus_are_mapped_and_counted(
+    cluster: FakeCluster, server: FakeApiServer, api_client: ApiClient, collector: Collector
+) -> None:
+    # a closed list of models used to refuse every one of these nodes
+    for i, product in enumerate(NEWER_PRODUCTS):
+        cluster.apply(node(f"n{i}", gpus=4, product=product))
+    async with running(api_client, kube_settings(KubeResource.NODES), collector):
+        await collector.wait_for(lambda: len(collector.envelopes) == len(NEWER_PRODUCTS))
+    nodes = [e.payload.node for e in collector.envelopes if isinstance(e.payload, NodeEvent)]
+    assert sorted((n.gpu_model, n.gpu_count) for n in nodes) == sorted(
+        (model, 4) for model in NEWER_PRODUCTS.values()
+    )
+    assert sum(n.gpu_count for n in nodes) == 4 * len(NEWER_PRODUCTS)

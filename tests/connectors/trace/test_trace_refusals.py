@@ -58,7 +58,7 @@ NODE_CASES = [
     ("node-b,,393216,2,G2", "missing_value", "cpu_milli", "missing number"),
     (",1,1,0,", "missing_value", "sn", "missing name"),
     ("node-a,1,1,0,", "duplicate_name", "sn", "first on line 2"),
-    ("node-b,1,1,2,X999", "unknown_gpu_model", "model", "'X999'"),
+    ("node-b,1,1,2,X 999", "gpu_model_name", "model", "'X 999'"),
     ("node-b,1,1,2,", "gpu_model", "model", "missing GPU model"),
     ("node-b,1,1,0,T4", "gpu_model", "model", "given for a node with 0 GPUs"),
     ("node-b,1,1,0", "field_count", "model", "expected 5 fields, got 4"),
@@ -104,7 +104,7 @@ POD_CASES = [
     (_pod(scheduled_time="99999999999999"), "out_of_range", "scheduled_time"),
     (_pod(creation_time="30", deletion_time="20"), "time_order", "deletion_time"),
     (_pod(qos="Platinum"), "unknown_qos", "qos"),
-    (_pod(gpu_spec="T4|"), "unknown_gpu_model", "gpu_spec"),
+    (_pod(gpu_spec="T4|"), "gpu_model_name", "gpu_spec"),
     (_pod(name="pod-a"), "duplicate_name", "name"),
     (_pod(name="pod-a-clone-0"), "reserved_name", "name"),
 ]
