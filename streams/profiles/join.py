@@ -8,6 +8,7 @@ the profile computed from scratch from the final objects.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -59,6 +60,43 @@ class GpuTelemetry:
     last_xid: int | None
 
 
+CardKey = tuple[int, int | None]
+"""(card index, MIG instance): each MIG instance reports its own memory, so keyed by the card
+alone the last instance read overwrote the others (9,216 of a card holding 40,960 MiB)."""
+
+
+def card_telemetry(telemetry: dict[CardKey, GpuTelemetry], index: int) -> GpuTelemetry | None:
+    """One card's figures: its own reading, or the sum over its MIG instances (a card
+    partitioned into instances has memory only in them)."""
+    whole = telemetry.get((index, None))
+    parts = [
+        t for (i, m), t in sorted(telemetry.items(), key=_order) if i == index and m is not None
+    ]
+    if not parts:
+        return whole
+    xids = [t.last_xid for t in parts if t.last_xid is not None]
+    return GpuTelemetry(
+        memory_total_mib=_sum(t.memory_total_mib for t in parts),
+        memory_used_mib=_sum(t.memory_used_mib for t in parts),
+        last_xid=whole.last_xid if whole and whole.last_xid else (xids[-1] if xids else None),
+    )
+
+
+def _order(item: tuple[CardKey, GpuTelemetry]) -> tuple[int, int]:
+    (index, mig), _ = item
+    return index, -1 if mig is None else mig
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    # unknown stays unknown: a sum over instances with one unread would understate the card
+    known = list(values)
+    return (
+        None
+        if not known or any(v is None for v in known)
+        else sum(v for v in known if v is not None)
+    )
+
+
 def holds_resources(task: TaskProfile) -> bool:
     """Bound and not finished: what the scheduler counts against a node."""
     return task.node is not None and task.phase not in TERMINAL_PHASES
@@ -67,7 +105,7 @@ def holds_resources(task: TaskProfile) -> bool:
 def node_profile(
     node: Node,
     tasks: list[TaskProfile],
-    telemetry: dict[int, GpuTelemetry],
+    telemetry: dict[CardKey, GpuTelemetry],
     *,
     at: datetime,
 ) -> NodeProfile:
@@ -76,7 +114,7 @@ def node_profile(
     free, _ = free_per_gpu(node.gpu_count, ((t.key, t.requests, t.gpu_indices) for t in held))
     gpus = []
     for i, milli in enumerate(free):
-        tel = telemetry.get(i)
+        tel = card_telemetry(telemetry, i)
         xid = tel.last_xid if tel else None
         gpus.append(
             GpuState(
@@ -163,7 +201,7 @@ class NodeState:
 
     node: Node | None = None
     bound: dict[str, TaskProfile] = field(default_factory=dict)
-    telemetry: dict[int, GpuTelemetry] = field(default_factory=dict)
+    telemetry: dict[CardKey, GpuTelemetry] = field(default_factory=dict)
     profile: NodeProfile | None = None
 
     @property
@@ -204,8 +242,9 @@ def node_step(
         else:
             st.bound[item.key] = item.task
         return _refresh(name, st, at), peaks
-    prev = st.telemetry.get(item.gpu_index)
-    st.telemetry[item.gpu_index] = GpuTelemetry(
+    card = (item.gpu_index, item.mig_instance)
+    prev = st.telemetry.get(card)
+    st.telemetry[card] = GpuTelemetry(
         memory_total_mib=item.memory_total_mib,
         memory_used_mib=item.memory_used_mib,
         last_xid=item.xid if item.xid else (prev.last_xid if prev else None),
@@ -280,12 +319,23 @@ def encode_node_state(st: NodeState) -> bytes:
             "node": _json_of(st.node),
             "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
             "telemetry": {
-                str(i): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
-                for i, t in st.telemetry.items()
+                _card_text(card): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
+                for card, t in st.telemetry.items()
             },
             "profile": _json_of(st.profile),
         }
     )
+
+
+def _card_text(card: CardKey) -> str:
+    index, mig = card
+    return str(index) if mig is None else f"{index}/{mig}"
+
+
+def _card_of(text: str) -> CardKey:
+    # "3" (a whole card; the only form before MIG instances were kept apart) or "3/1"
+    index, _, mig = text.partition("/")
+    return int(index), int(mig) if mig else None
 
 
 def decode_node_state(data: bytes) -> NodeState:
@@ -293,6 +343,6 @@ def decode_node_state(data: bytes) -> NodeState:
     return NodeState(
         node=None if body["node"] is None else Node.model_validate(body["node"]),
         bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
-        telemetry={int(i): GpuTelemetry(*t) for i, t in body["telemetry"].items()},
+        telemetry={_card_of(c): GpuTelemetry(*t) for c, t in body["telemetry"].items()},
         profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
     )

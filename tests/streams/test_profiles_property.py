@@ -444,7 +444,7 @@ def test_node_profile_equals_the_reference_on_crowded_nodes(
     """The pure derivation, on denser card sharing than the event property reaches."""
     node, tasks, ref = case
     telemetry = {
-        i: GpuTelemetry(c.memory_total_mib, c.memory_used_mib, c.last_xid)
+        (i, None): GpuTelemetry(c.memory_total_mib, c.memory_used_mib, c.last_xid)
         for i, c in ref.cards.get("n0", {}).items()
     }
     got = node_profile(node, tasks, telemetry, at=CREATED)
