@@ -35,7 +35,7 @@ class RefusalLog:
         *,
         registry: CollectorRegistry | None = None,
         sink: RefusalSink | None = None,
-        log_every_s: float = 60.0,
+        log_every_s: float | None = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._counter = Counter(
@@ -88,6 +88,8 @@ class RefusalLog:
         return sum(n for (s, _), n in self.counts.items() if source is None or s == source)
 
     def _maybe_log(self, key: tuple[str, str], detail: str) -> None:
+        if self._log_every_s is None:  # the caller reports the refusals itself
+            return
         now = self._monotonic()
         last = self._last_logged.get(key)
         if last is not None and now - last < self._log_every_s:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aiokafka import AIOKafkaProducer
-
+from connectors.kafka.producer import acked_producer
 from models import to_json
 from models.refusal import Refusal
 
@@ -20,13 +19,7 @@ class DeadLetterProducer:
     def __init__(self, bootstrap: str, *, topic: str) -> None:
         self.topic = topic
         self.sent = 0
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            client_id="gpufrag-dead-letters",
-            acks="all",
-            enable_idempotence=True,
-            request_timeout_ms=120_000,
-        )
+        self._producer = acked_producer(bootstrap, client_id="gpufrag-dead-letters")
 
     async def start(self) -> None:
         await self._producer.start()

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaProducer
 
+from connectors.kafka.producer import acked_producer
 from connectors.kafka.publisher import EventPublisher
 from models import Envelope, to_json
 
@@ -31,13 +32,7 @@ class PublisherOutlet:
 
     async def send_late(self, env: Envelope) -> None:
         if self._late is None:  # rare: started on first use, not for every source
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap,
-                client_id="gpufrag-publisher-late",
-                acks="all",
-                enable_idempotence=True,
-                request_timeout_ms=120_000,
-            )
+            producer = acked_producer(self.bootstrap, client_id="gpufrag-publisher-late")
             await producer.start()
             self._late = producer
         topic = self.publisher.topic_of[env.kind.value]

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from aiokafka import AIOKafkaProducer
-
+from connectors.kafka.producer import acked_producer
 from models import Envelope, EventKind, to_json
 from models.progress import SourceProgress
 
@@ -39,15 +38,7 @@ class EventPublisher:
         self._last_time: datetime | None = None
         self._reported: datetime | None = None
         self._since_report = 0
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            client_id="gpufrag-publisher",
-            acks="all",
-            enable_idempotence=True,
-            linger_ms=5,
-            # a broker restart or a short outage is waited out, not turned into lost events
-            request_timeout_ms=120_000,
-        )
+        self._producer = acked_producer(bootstrap, client_id="gpufrag-publisher", linger_ms=5)
 
     async def start(self) -> None:
         await self._producer.start()

@@ -5,7 +5,6 @@ only thing that grows, and only with the cluster."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,17 +12,10 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from connectors.kube.metrics import KubeMetrics
-from connectors.kube.objects import (
-    MappingError,
-    identity_of,
-    name_of,
-    raw_text,
-    refused_fields,
-)
+from connectors.kube.object_refusals import ObjectRefusals
+from connectors.kube.objects import MappingError, refused_fields
 from connectors.kube.pods import GangLookup, oom_kills, pod_from_kube
 from connectors.kube.scheduling import event_count, event_time, oom_event, scheduler_event
-from connectors.refusals import RefusalLog
 from models import (
     Envelope,
     Frozen,
@@ -44,7 +36,6 @@ __all__ = [
     "EventHandler",
     "GangIndex",
     "Handler",
-    "MappingErrors",
     "ModelHandler",
     "PodHandler",
     "PodState",
@@ -52,7 +43,6 @@ __all__ = [
     "queue_payload",
 ]
 
-log = logging.getLogger("connectors.kube")
 
 S = TypeVar("S")
 M = TypeVar("M", bound=Frozen)
@@ -69,37 +59,6 @@ class Handler(Protocol[S]):
     async def delete(self, prev: S) -> list[Envelope]:
         """What to emit when an object with this state is gone."""
         ...
-
-
-class MappingErrors:
-    """An object that cannot be read is refused (counted, logged now and then, dead-lettered)
-    and the watch goes on: one bad object must not stop the stream for the rest of the
-    cluster. Refused again at each new version: a node's status update every few minutes
-    repeats it, and the dead letter's id keeps identical repeats to one row."""
-
-    def __init__(
-        self,
-        *,
-        resource: str,
-        metrics: KubeMetrics,
-        refusals: RefusalLog,
-        raw_of: Callable[[Any], Any],
-    ) -> None:
-        self.resource = resource
-        self.metrics = metrics
-        self.refusals = refusals
-        self.raw_of = raw_of
-        """The object as the API server sent it (the client's serializer)."""
-
-    def report(self, obj: Any, exc: MappingError) -> None:
-        self.metrics.errors.labels(self.resource, "mapping").inc()
-        rv = identity_of(obj)[1]
-        self.refusals.refuse(
-            source=f"kube/{self.resource}",
-            reason="mapping",
-            detail=f"{name_of(obj)} (resourceVersion {rv or '?'}): {exc}; not emitted",
-            raw=raw_text(self.raw_of(obj)),
-        )
 
 
 def node_payload(change: Change, node: Node) -> PayloadModel:
@@ -123,7 +82,7 @@ class ModelHandler(Generic[M]):
         payload: Callable[[Change, M], PayloadModel],
         source: str,
         clock: Clock,
-        errors: MappingErrors,
+        errors: ObjectRefusals,
         on_change: Callable[[M | None, M | None], Awaitable[None]] | None = None,
     ) -> None:
         self.mapper: Callable[[Any, datetime], M | None] = mapper
@@ -189,7 +148,7 @@ class PodHandler:
         gangs: GangLookup,
         source: str,
         clock: Clock,
-        errors: MappingErrors,
+        errors: ObjectRefusals,
     ) -> None:
         self.gangs = gangs
         self.source = source
@@ -266,7 +225,7 @@ class EventHandler:
     Events with other reasons are kept (as a count) only to tell changes from replays."""
 
     def __init__(
-        self, *, reasons: frozenset[str], source: str, clock: Clock, errors: MappingErrors
+        self, *, reasons: frozenset[str], source: str, clock: Clock, errors: ObjectRefusals
     ) -> None:
         self.reasons = reasons
         self.source = source

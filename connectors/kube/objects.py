@@ -66,8 +66,11 @@ def raw_text(obj: Any) -> str:
         if not isinstance(obj, dict) and hasattr(obj, "to_dict"):
             obj = obj.to_dict()
         return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except Exception:  # ints past 64 bits, nesting past orjson's 254 levels: try the repr
-        pass
+    except Exception:  # ints past 64 bits, nesting past orjson's 254 levels: the repr
+        return _shown(obj)
+
+
+def _shown(obj: Any) -> str:
     try:
         return _REPR.repr(obj)
     except Exception:  # nothing printable: at least say what it was

@@ -33,8 +33,8 @@ from connectors.backoff import Backoff
 from connectors.kube.api import Gone, KubeApiError, NotServed, ResourceClient
 from connectors.kube.handlers import Emit, Handler
 from connectors.kube.metrics import KubeMetrics
-from connectors.kube.objects import Undecodable, get_path, identity_of, name_of, raw_text
-from connectors.refusals import RefusalLog
+from connectors.kube.object_refusals import ObjectRefusals
+from connectors.kube.objects import Undecodable, get_path, identity_of
 from models import Envelope
 
 __all__ = ["Entry", "Reflector", "ReflectorOptions"]
@@ -89,7 +89,7 @@ class Reflector(Generic[S]):
         options: ReflectorOptions,
         metrics: KubeMetrics,
         rng: random.Random,
-        refusals: RefusalLog,
+        refusals: ObjectRefusals,
     ) -> None:
         self.client = client
         self.refusals = refusals
@@ -269,9 +269,7 @@ class Reflector(Generic[S]):
             event, problem = None, f"not JSON: {exc}"
         if not isinstance(event, dict) or not isinstance(event.get("object") or {}, dict):
             # Re-watching from the same resourceVersion would only meet the same line again.
-            self.metrics.errors.labels(self.name, "object:unreadable_event").inc()
-            self.refusals.refuse(
-                source=f"kube/{self.name}",
+            self.refusals.refuse_raw(
                 reason="unreadable_event",
                 detail=f"a watch line that is {problem}; skipped",
                 raw=line,
@@ -315,7 +313,7 @@ class Reflector(Generic[S]):
         state: S | None
         out: list[Envelope]
         if isinstance(obj, Undecodable):
-            self._refuse("undecodable", key, rv, obj.error, obj)
+            self.refusals.refuse(obj, reason="undecodable", detail=f"{obj.error}; skipped")
             state, out = prev, []
         else:
             try:
@@ -334,16 +332,8 @@ class Reflector(Generic[S]):
             # the rest is counted and dead-lettered by the refusal log.
             self._object_reasons_logged.add(reason)
             log.warning("%s: unexpected failure handling %s", self.name, key, exc_info=True)
-        self._refuse("unexpected", key, rv, f"{type(exc).__name__}: {exc}", obj)
-
-    def _refuse(self, reason: str, key: str, rv: str, detail: str, obj: Any) -> None:
-        self.metrics.errors.labels(self.name, f"object:{reason}").inc()
-        self.refusals.refuse(
-            source=f"kube/{self.name}",
-            reason=reason,
-            detail=f"{name_of(obj)} (resourceVersion {rv or '?'}): {detail}; skipped",
-            raw=raw_text(self.client.raw_of(obj)),
-        )
+        detail = f"{type(exc).__name__}: {exc}; skipped"
+        self.refusals.refuse(obj, reason="unexpected", detail=detail)
 
     async def _drop(self, key: str) -> None:
         entry = self.store.pop(key)

@@ -17,7 +17,6 @@ from connectors.kube.handlers import (
     EventHandler,
     GangIndex,
     Handler,
-    MappingErrors,
     ModelHandler,
     PodHandler,
     node_payload,
@@ -25,6 +24,7 @@ from connectors.kube.handlers import (
 )
 from connectors.kube.metrics import KubeMetrics
 from connectors.kube.nodes import node_from_kube
+from connectors.kube.object_refusals import ObjectRefusals
 from connectors.kube.queues import (
     cluster_queue_from_dict,
     local_queue_from_dict,
@@ -70,7 +70,6 @@ class KubeSource:
     ) -> None:
         self.settings = settings
         self.metrics = KubeMetrics(registry)
-        self.refusals = refusals
         self.gangs = GangIndex()
         self.clock = clock
         rng = rng or random.Random()
@@ -93,24 +92,21 @@ class KubeSource:
                 field_selector=settings.field_selectors.get(resource),
                 request_timeout_s=settings.request_timeout_s,
             )
+            errors = ObjectRefusals(
+                resource=resource.value, metrics=self.metrics, log=refusals, raw_of=client.raw_of
+            )
             self.reflectors[resource] = Reflector(
                 client=client,
-                handler=self._handler(resource, client),
+                handler=self._handler(resource, errors),
                 emit=emit,
                 options=options,
                 metrics=self.metrics,
                 rng=random.Random(rng.random()),
-                refusals=refusals,
+                refusals=errors,
             )
 
-    def _handler(self, resource: KubeResource, client: ResourceClient) -> Handler[Any]:
+    def _handler(self, resource: KubeResource, errors: ObjectRefusals) -> Handler[Any]:
         source, clock = self.settings.source, self.clock
-        errors = MappingErrors(
-            resource=resource.value,
-            metrics=self.metrics,
-            refusals=self.refusals,
-            raw_of=client.raw_of,
-        )
         if resource is KubeResource.PODS:
             self._pods = PodHandler(
                 gangs=self.gangs.lookup, source=source, clock=clock, errors=errors

@@ -3,10 +3,8 @@ run (`replay`, `experiment`) under its refusal policy."""
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,12 +92,14 @@ def read_trace(
     (a replay serves it on its metrics port).
     """
     refused: list[Refusal] = []
-    refusals = RefusalLog(registry=registry or CollectorRegistry(), sink=refused.append)
+    # no log lines of its own: the command prints every refusal, per reason with a count
+    refusals = RefusalLog(
+        registry=registry or CollectorRegistry(), sink=refused.append, log_every_s=None
+    )
     settings = GpufragSettings().trace
-    with _refusal_lines_muted():
-        node_rows = read_nodes(nodes, refusals=refusals, settings=settings)
-        in_nodes = len(refused)
-        pod_rows = read_pods(pods, refusals=refusals, settings=settings)
+    node_rows = read_nodes(nodes, refusals=refusals, settings=settings)
+    in_nodes = len(refused)
+    pod_rows = read_pods(pods, refusals=refusals, settings=settings)
     if refused and not skip_bad_rows:
         lines = refusal_lines(refused[:in_nodes]) + refusal_lines(refused[in_nodes:])
         lines[-1] += "; nothing was run (--skip-bad-rows runs without them)"
@@ -123,16 +123,3 @@ def refusal_lines(refused: Sequence[Refusal]) -> list[str]:
         rows = "1 row" if n == 1 else f"{n} rows"
         lines.append(f"{rows} refused ({reason}), first at {r.detail}")
     return lines
-
-
-@contextmanager
-def _refusal_lines_muted() -> Iterator[None]:
-    """The command prints every refusal itself, per reason with a count; the refusal log's own
-    warning would say each reason a second time."""
-    logger = logging.getLogger("connectors.refusals")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
