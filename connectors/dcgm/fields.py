@@ -73,5 +73,6 @@ def check(kind: Kind, value: float) -> float | int | bool | None:
                 raise ValueError(f"{value} is not 0 or 1")
             return bool(value)
         case "xid":
-            code = _whole(value)
-            return code or None  # 0: no XID since the driver loaded
+            # 0 (no XID since the driver loaded) is kept as 0 here: it is a reading, and a
+            # blank line for the same card must still count as a different one
+            return _whole(value)

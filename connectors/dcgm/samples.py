@@ -217,7 +217,7 @@ def _sample(key: Key, gpu: _Gpu, lines: list[int], refused: set[int]) -> GpuSamp
         memory_reserved_mib=_float(v.get("memory_reserved_mib")),
         utilization_pct=_float(v.get("utilization_pct")),
         engine_active=_float(v.get("engine_active")),
-        xid=_int(v.get("xid")),
+        xid=_int(v.get("xid")) or None,  # 0: no XID since the driver loaded
         mig_profile=_label(labels, "GPU_I_PROFILE") if instance is not None else None,
         mig_instance=instance,
         namespace=owner[0] if owner else None,
