@@ -23,6 +23,8 @@ class BlockReason(StrEnum):
     MEMORY = "memory"
     GPU_COUNT = "gpu_count"  # not enough cards on the node
     GPU_SHARE = "gpu_share"  # enough free GPU on the node, but split across cards
+    GPU_MEMORY = "gpu_memory"  # cards with the compute share, none with the memory (HAMi)
+    MIG_PROFILE = "mig_profile"  # free MIG instances, but not of the profile asked for
 
 
 @dataclass(frozen=True, slots=True)

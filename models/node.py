@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from models.base import Frozen
 from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount, Replicas
+from models.cards import SharingMode, card_slices, mig_profile_slices
 from models.gpu import GpuModel
 
 __all__ = ["Node", "Taint", "Toleration"]
@@ -53,8 +54,15 @@ class Node(Frozen):
     gpu_memory_mib: GpuMemoryMib | None = None
     """Memory per card."""
     gpu_replicas: Replicas = 1
-    """Time-slicing replicas advertised per card (1 = no time-slicing)."""
+    """Devices advertised per card: time-slicing replicas, or HAMi's vGPU split count."""
+    gpu_sharing: SharingMode | None = None
+    """How the whole cards are shared; None: time-sliced when replicas > 1, else milli-GPU
+    shares (the trace's cards). The kube mapping always says which."""
     mig_devices: dict[str, MigCount] = Field(default_factory=dict)
+    """Free and used MIG instances by profile (the node's ``nvidia.com/mig-<profile>``)."""
+    mig_cards: GpuCount = 0
+    """Cards split into MIG instances, besides the ``gpu_count`` whole ones; 0: as many as
+    the instances need."""
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
@@ -65,8 +73,21 @@ class Node(Frozen):
         if self.gpu_count > 0 and self.gpu_model is None:
             raise ValueError(f"gpu_model is required when gpu_count={self.gpu_count} > 0")
         # A MIG-only node may advertise no whole GPUs yet still has a card model.
+        slices = card_slices(self.gpu_model)
+        for profile in self.mig_devices:
+            if mig_profile_slices(profile) > slices:
+                raise ValueError(
+                    f"MIG profile {profile!r} needs {mig_profile_slices(profile)} compute slices; "
+                    f"a {self.gpu_model} card has {slices}"
+                )
         if self.gpu_count == 0 and not self.mig_devices and self.gpu_model is not None:
             raise ValueError(
                 f"gpu_model={self.gpu_model!r} given but the node has no GPUs (gpu_count=0)"
             )
         return self
+
+    @property
+    def sharing(self) -> SharingMode:
+        if self.gpu_sharing is not None:
+            return self.gpu_sharing
+        return SharingMode.TIME_SLICED if self.gpu_replicas > 1 else SharingMode.MILLI

@@ -9,6 +9,7 @@ from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
 from models.base import Frozen, UtcDatetime
 from models.bounds import CpuMilli, GpuIndex, MemoryMib, Priority, XidCode
+from models.cards import SharingMode
 from models.gpu import MILLI_PER_GPU, GpuModel
 from models.node import Taint, Toleration
 from models.pod import GangRef, PodPhase, WorkloadKind
@@ -20,14 +21,51 @@ NonNegFloat = Annotated[float, Field(ge=0)]
 
 
 class GpuState(Frozen):
-    """One card's free share and health; an unhealthy card's free share is not usable."""
+    """One card in its node's sharing mode: what is allocated and free in that mode's units,
+    its telemetry, and its health (an unhealthy card's free share is not usable)."""
 
     index: GpuIndex
     milli_free: Annotated[int, Field(ge=0, le=MILLI_PER_GPU)]
+    """What of the card can still be handed out, in 1/1000 of a card, whatever the mode: the
+    figure the fragmentation measure weighs."""
+    mode: SharingMode = SharingMode.MILLI
+    units: Annotated[int, Field(ge=1)] = MILLI_PER_GPU
+    """The card in its mode's units: 1000 milli (exclusive, milli, HAMi cores), R replicas
+    (time-sliced) or compute slices (MIG: 7, or 4 on an A30)."""
+    units_free: NonNegativeInt | None = None
+    """Free in those units; None (profiles written before modes): ``milli_free``."""
+    mig_free: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    """MIG: free instances by profile."""
+    mig_used: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    memory_free_mib: NonNegativeInt | None = None
+    """HAMi: card memory not yet promised to a vGPU."""
+    pods: tuple[str, ...] = ()
+    """Pods holding a share of this card: on a shared card, whose usage the figure is."""
     memory_total_mib: NonNegFloat | None = None
     memory_used_mib: NonNegFloat | None = None
     healthy: bool = True
     last_xid: XidCode | None = None
+
+    @property
+    def free_units(self) -> int:
+        return self.milli_free if self.units_free is None else self.units_free
+
+    @property
+    def alloc_fraction(self) -> float:
+        """The allocated share of the card: one of R replicas counts 1/R, a MIG instance its
+        slices of the card's; on HAMi the larger of the core and the memory share promised."""
+        share = 1.0 - min(self.free_units, self.units) / self.units
+        if self.mode is SharingMode.HAMI and self.memory_free_mib is not None:
+            total = self.memory_total_mib
+            if total:
+                share = max(share, 1.0 - min(self.memory_free_mib, total) / total)
+        return share
+
+    @property
+    def memory_shared(self) -> bool:
+        """Several pods on one card without memory isolation: the card's memory figure is
+        theirs together, not any one pod's."""
+        return len(self.pods) > 1 and self.mode is not SharingMode.MIG
 
 
 class NodeProfile(Frozen):
@@ -81,8 +119,18 @@ class NodeProfile(Frozen):
 
     @property
     def full_free_gpus(self) -> int:
-        """Healthy cards with nothing on them: what whole-card jobs need."""
-        return sum(1 for g in self.gpus if g.healthy and g.milli_free == MILLI_PER_GPU)
+        """Healthy whole cards with nothing on them: what whole-card jobs need (a MIG card
+        serves only its instances)."""
+        return sum(
+            1
+            for g in self.gpus
+            if g.healthy and g.mode is not SharingMode.MIG and g.milli_free == MILLI_PER_GPU
+        )
+
+    @property
+    def gpus_allocated(self) -> float:
+        """Allocated share in card units, summed over the cards."""
+        return sum(g.alloc_fraction for g in self.gpus)
 
 
 class TaskProfile(Frozen):

@@ -23,10 +23,12 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
+from connectors.kube.hami import HAMI_REGISTER, HamiCards, hami_cards
 from connectors.kube.objects import MappingError, refused_fields, taints_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import Node
 from models.bounds import REPLICAS_MAX
+from models.cards import SharingMode
 
 __all__ = ["node_from_kube"]
 
@@ -51,6 +53,23 @@ def _amount(resources: dict[str, Any], name: str) -> int:
         raise MappingError(f"allocatable {name}: {exc}") from None
 
 
+def _replicas(labels: dict[str, str], hami: HamiCards | None) -> int:
+    if hami is not None:
+        return hami.split
+    replicas = _int_label(labels, LABEL_REPLICAS)
+    if replicas is None:
+        return 1
+    if not 1 <= replicas <= REPLICAS_MAX:
+        raise MappingError(f"label {LABEL_REPLICAS}={replicas} is outside 1..{REPLICAS_MAX}")
+    return replicas
+
+
+def _sharing(replicas: int, hami: HamiCards | None) -> SharingMode:
+    if hami is not None:
+        return SharingMode.HAMI
+    return SharingMode.TIME_SLICED if replicas > 1 else SharingMode.EXCLUSIVE
+
+
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     """The node as gpufrag models it; raises MappingError naming what could not be read
     (most often a GPU product label that is not one of the known models)."""
@@ -67,11 +86,8 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         memory_mib = int(parse_amount(allocatable.get("memory", 0)) / (1024 * 1024))
     except QuantityError as exc:
         raise MappingError(f"allocatable: {exc}") from None
-    replicas = _int_label(labels, LABEL_REPLICAS)
-    if replicas is None:
-        replicas = 1
-    elif not 1 <= replicas <= REPLICAS_MAX:
-        raise MappingError(f"label {LABEL_REPLICAS}={replicas} is outside 1..{REPLICAS_MAX}")
+    hami = hami_cards((meta.annotations or {}).get(HAMI_REGISTER))
+    replicas = _replicas(labels, hami)
     advertised = _amount(allocatable, GPU) + _amount(allocatable, GPU_SHARED)
     cards = advertised // replicas
     counted = _int_label(labels, LABEL_COUNT)
@@ -84,7 +100,11 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         for name in sorted(allocatable)
         if (profile := mig_profile(name)) is not None and _amount(allocatable, name) > 0
     }
+    # GFD counts every card; those not advertised whole are the MIG ones
+    mig_cards = max(0, counted - cards) if mig and counted is not None else 0
     card_memory = _int_label(labels, LABEL_MEMORY)
+    if hami is not None and hami.memory_mib:
+        card_memory = hami.memory_mib
     model: str | None = None
     if cards > 0 or mig:
         product = labels.get(LABEL_PRODUCT)
@@ -104,7 +124,9 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
             gpu_count=cards,
             gpu_memory_mib=card_memory if model is not None and card_memory else None,
             gpu_replicas=replicas,
+            gpu_sharing=_sharing(replicas, hami),
             mig_devices=mig,
+            mig_cards=mig_cards,
             labels=labels,
             taints=taints_of(spec.taints if spec else None),
             unschedulable=bool(spec.unschedulable) if spec else False,

@@ -31,6 +31,7 @@ COMMANDS = {
     "bench": "bench",
     "nvml-sample": "nvml_sample",
     "dcgm-parse": "dcgm_parse",
+    "inspect": "inspect",
 }
 """Command name -> its module in streams.app.commands (the function has the module's name)."""
 

@@ -9,19 +9,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from models import AnalysisSettings, NodeProfile, PodPhase, TaskProfile
+from models import MILLI_PER_GPU, AnalysisSettings, NodeProfile, PodPhase, TaskProfile
+from models.cards import MIG_SLICES_DEFAULT, mig_profile_slices
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, ShapeCounter, TypicalPods
 
 
 def shape_of(task: TaskProfile) -> PodShape:
+    """The pod's shape for the typical-pod distribution: its cards and shares, its HAMi
+    memory cap and core share, or (for a pod asking only for MIG instances) its profile."""
     r = task.requests
+    models = "|".join(task.gpu_models)
+    if r.gpu_count == 0 and r.mig:
+        # a pod asking for several profiles is typical of its largest one
+        profile = max(sorted(r.mig), key=mig_profile_slices)
+        return PodShape(
+            cpu_milli=r.cpu_milli,
+            gpu_milli=mig_profile_slices(profile) * MILLI_PER_GPU // MIG_SLICES_DEFAULT,
+            gpu_count=r.mig[profile],
+            gpu_models=models,
+            mig=profile,
+        )
     return PodShape(
         cpu_milli=r.cpu_milli,
         gpu_milli=r.gpu_milli,
         gpu_count=r.gpu_count,
-        gpu_models="|".join(task.gpu_models),
+        gpu_models=models,
+        gpu_memory_mib=r.gpu_memory_mib or 0,
+        cores_milli=-1 if r.gpu_cores_pct is None else r.gpu_cores_pct * 10,
     )
 
 

@@ -12,8 +12,16 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from models import NodeProfile, Taint, Toleration
-from streams.fragmentation.measure import FragMeasure, node_state
+from models import GpuState, NodeProfile, Taint, Toleration
+from models.cards import SharingMode, mig_profile_slices
+from streams.fragmentation.measure import (
+    RULE_FIXED,
+    RULE_HAMI,
+    RULE_MILLI,
+    FragMeasure,
+    NodeState,
+    node_state,
+)
 from streams.fragmentation.shapes import MILLI_PER_GPU
 
 IntArray = npt.NDArray[np.int64]
@@ -37,6 +45,26 @@ def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) 
     ]
 
 
+def _widen(a: IntArray, n: int, rows: int, width: int, fill: int) -> IntArray:
+    out = np.full((rows, width), fill, dtype=np.int64)
+    out[:n, : a.shape[1]] = a[:n]
+    return out
+
+
+def _rule(cards: tuple[GpuState, ...]) -> tuple[int, int]:
+    whole = [g for g in cards if g.mode is not SharingMode.MIG]
+    mode = whole[0].mode if whole else SharingMode.MILLI
+    if mode is SharingMode.EXCLUSIVE:
+        return RULE_FIXED, MILLI_PER_GPU
+    if mode is SharingMode.TIME_SLICED:
+        # a card with k free replicas shows round(k * 1000 / R) milli: one replica is there
+        # exactly when at least 1000 // R (and at least 1) is
+        return RULE_FIXED, max(1, MILLI_PER_GPU // whole[0].units)
+    if mode is SharingMode.HAMI:
+        return RULE_HAMI, 0
+    return RULE_MILLI, 0
+
+
 class CapacityIndex:
     def __init__(self, measure: FragMeasure) -> None:
         self.measure = measure
@@ -51,6 +79,20 @@ class CapacityIndex:
         self.cpu_alloc: IntArray = np.zeros(0, dtype=np.int64)
         self.mem_alloc: IntArray = np.zeros(0, dtype=np.int64)
         self.gpu_free: IntArray = np.zeros((0, 1), dtype=np.int64)
+        """Idle milli-GPU per whole card (MIG cards' idle is in ``mig_idle``)."""
+        self.cores_free: IntArray = np.full((0, 1), -1, dtype=np.int64)
+        """HAMi: free core milli per card, -1 where no vGPU can be handed out."""
+        self.hmem_free: IntArray = np.full((0, 1), -1, dtype=np.int64)
+        """HAMi: card memory not yet promised, MiB."""
+        self.replicas_free: IntArray = np.zeros((0, 1), dtype=np.int64)
+        """Time-sliced: free replicas per card (several may serve one pod)."""
+        self.rule: IntArray = np.zeros(0, dtype=np.int64)
+        self.fixed: IntArray = np.zeros(0, dtype=np.int64)
+        """RULE_FIXED: what one device takes of a card, in milli (1000, or one replica)."""
+        self.hami_memory: IntArray = np.zeros(0, dtype=np.int64)
+        self.mig_idle: IntArray = np.zeros(0, dtype=np.int64)
+        self.mig_free: dict[int, dict[str, int]] = {}
+        self.mig_each: dict[int, dict[str, float]] = {}
         self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)  # device slots (highest index+1)
         self.gpu_cards: IntArray = np.zeros(0, dtype=np.int64)  # cards listed
         self.unschedulable: BoolArray = np.zeros(0, dtype=bool)
@@ -85,9 +127,14 @@ class CapacityIndex:
         self.unschedulable = _extend(self.unschedulable, new_n, False)
         self.node_frag = _extend(self.node_frag, new_n, 0.0)
         self.node_idle = _extend(self.node_idle, new_n, 0)
-        gpu = np.zeros((new_n, new_w), dtype=np.int64)
-        gpu[:n, : self.width] = self.gpu_free
-        self.gpu_free = gpu
+        self.rule = _extend(self.rule, new_n, RULE_MILLI)
+        self.fixed = _extend(self.fixed, new_n, 0)
+        self.hami_memory = _extend(self.hami_memory, new_n, 0)
+        self.mig_idle = _extend(self.mig_idle, new_n, 0)
+        self.gpu_free = _widen(self.gpu_free, n, new_n, new_w, 0)
+        self.cores_free = _widen(self.cores_free, n, new_n, new_w, -1)
+        self.replicas_free = _widen(self.replicas_free, n, new_n, new_w, 0)
+        self.hmem_free = _widen(self.hmem_free, n, new_n, new_w, -1)
         self.width = new_w
         self.names.extend([None] * (new_n - n))
         self.models.extend([None] * (new_n - n))
@@ -118,9 +165,7 @@ class CapacityIndex:
         self.mem_alloc[i] = profile.memory_mib_allocatable
         self.gpu_count[i] = slots if profile.gpus else 0
         self.gpu_cards[i] = len(profile.gpus)
-        self.gpu_free[i, :] = 0
-        for g in profile.gpus:
-            self.gpu_free[i, g.index] = g.milli_free if g.healthy else 0
+        self._put_cards(i, profile)
         self.unschedulable[i] = profile.unschedulable
         self.models[i] = profile.gpu_model
         self.pools[i] = profile.pool
@@ -130,6 +175,41 @@ class CapacityIndex:
             self.taints.pop(i, None)
         self._count_totals(i)
 
+    def _put_cards(self, i: int, profile: NodeProfile) -> None:
+        self.rule[i], self.fixed[i] = _rule(profile.gpus)
+        self.gpu_free[i, :] = 0
+        self.cores_free[i, :] = -1
+        self.hmem_free[i, :] = -1
+        self.replicas_free[i, :] = 0
+        mig: dict[str, int] = {}
+        each: dict[str, float] = {}
+        memory = 0
+        for g in profile.gpus:
+            if not g.healthy:
+                continue
+            if g.mode is SharingMode.MIG:
+                for p, n in g.mig_free.items():
+                    mig[p] = mig.get(p, 0) + n
+                    each[p] = mig_profile_slices(p) * MILLI_PER_GPU / g.units
+                continue
+            self.gpu_free[i, g.index] = g.milli_free
+            if g.mode is SharingMode.TIME_SLICED:
+                self.replicas_free[i, g.index] = g.free_units
+            if g.mode is SharingMode.HAMI:
+                memory = max(memory, int(g.memory_total_mib or 0))
+                mib = g.memory_free_mib if g.memory_free_mib is not None else 2**40
+                # nothing to hand out although cores and memory are left: no vGPU left
+                if g.milli_free > 0 or g.free_units == 0 or mib == 0:
+                    self.cores_free[i, g.index] = g.free_units
+                    self.hmem_free[i, g.index] = mib
+        self.hami_memory[i] = memory
+        self.mig_idle[i] = round(sum(n * each[p] for p, n in mig.items()))
+        if mig:
+            self.mig_free[i], self.mig_each[i] = mig, each
+        else:
+            self.mig_free.pop(i, None)
+            self.mig_each.pop(i, None)
+
     def remove(self, name: str) -> None:
         i = self.slot.pop(name, None)
         if i is None:
@@ -138,6 +218,13 @@ class CapacityIndex:
         self.active[i] = False
         self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0
         self.gpu_free[i, :] = 0
+        self.cores_free[i, :] = -1
+        self.hmem_free[i, :] = -1
+        self.replicas_free[i, :] = 0
+        self.rule[i] = RULE_MILLI
+        self.mig_idle[i] = 0
+        self.mig_free.pop(i, None)
+        self.mig_each.pop(i, None)
         self.gpu_count[i] = 0
         self.gpu_cards[i] = 0
         self.unschedulable[i] = False
@@ -154,16 +241,34 @@ class CapacityIndex:
             self.node_frag[i] = f
             self.frag_milli += f
 
-    def state(self, i: int) -> tuple[str | None, int, tuple[int, ...]]:
-        return node_state(
+    def state(self, i: int) -> NodeState:
+        width = int(self.gpu_count[i])
+        if self.rule[i] == RULE_MILLI and i not in self.mig_free:
+            return node_state(
+                self.models[i], int(self.cpu_free[i]), self.gpu_free[i, :width].tolist()
+            )
+        cards = zip(
+            self.gpu_free[i, :width].tolist(),
+            self.cores_free[i, :width].tolist(),
+            self.hmem_free[i, :width].tolist(),
+            strict=True,
+        )
+        mig = self.mig_free.get(i, {})
+        each = self.mig_each.get(i, {})
+        return (
+            "shared",
             self.models[i],
             int(self.cpu_free[i]),
-            self.gpu_free[i, : int(self.gpu_count[i])].tolist(),
+            int(self.rule[i]),
+            int(self.fixed[i]),
+            int(self.hami_memory[i]),
+            tuple(sorted(cards, reverse=True)),
+            tuple(sorted((p, n, each[p]) for p, n in mig.items())),
         )
 
     def _count_totals(self, i: int) -> None:
         f = self.measure.frag_milli(self.state(i))
-        idle = int(self.gpu_free[i].sum())
+        idle = int(self.gpu_free[i].sum()) + int(self.mig_idle[i])
         self.node_frag[i] = f
         self.node_idle[i] = idle
         self.frag_milli += f

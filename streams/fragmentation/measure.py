@@ -15,13 +15,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streams.fragmentation.shapes import TypicalPods
+from streams.fragmentation.shapes import PodShape, TypicalPods
 
-NodeState = tuple[str | None, int, tuple[int, ...]]
-"""(GPU model, free milli-CPU, free milli-GPU per card sorted high to low)."""
+LegacyState = tuple[str | None, int, tuple[int, ...]]
+"""(GPU model, free milli-CPU, free milli-GPU per card sorted high to low): a node whose cards
+take milli-GPU shares, the trace's and the FGD paper's."""
+
+RULE_MILLI = 0
+"""A device takes the pod's milli-GPU share (the trace's cards)."""
+RULE_FIXED = 1
+"""A device takes a fixed share whatever the pod asks: a whole exclusive card, one replica."""
+RULE_HAMI = 2
+"""A device takes the pod's HAMi core share and memory cap."""
+
+SharedCard = tuple[int, int, int]
+"""(idle milli-GPU, HAMi free core milli or -1, HAMi free memory MiB or -1)."""
+SharedState = tuple[
+    str, str | None, int, int, int, int, tuple[SharedCard, ...], tuple[tuple[str, int, float], ...]
+]
+"""("shared", GPU model, free milli-CPU, rule, fixed device milli, HAMi card memory MiB, cards
+sorted high to low, MIG (profile, free instances, milli each) sorted): a node with shared cards
+in any other mode, or with MIG instances."""
+NodeState = LegacyState | SharedState
 
 
-def node_state(gpu_model: str | None, cpu_free_milli: int, gpu_free: Sequence[int]) -> NodeState:
+def node_state(gpu_model: str | None, cpu_free_milli: int, gpu_free: Sequence[int]) -> LegacyState:
     return (gpu_model, int(cpu_free_milli), tuple(sorted((int(g) for g in gpu_free), reverse=True)))
 
 
@@ -35,6 +53,8 @@ class NodeFragment:
 
 def node_fragment(state: NodeState, typical: TypicalPods) -> NodeFragment:
     """Compute a node's fragment from scratch (the memo in FragMeasure calls this once a state)."""
+    if len(state) != 3:
+        return _shared_fragment(state, typical)
     model, cpu_free, gpus = state
     idle = sum(gpus)
     if idle == 0:
@@ -42,7 +62,12 @@ def node_fragment(state: NodeState, typical: TypicalPods) -> NodeFragment:
     frag = 0.0
     for tp in typical.pods:
         shape = tp.shape
-        if shape.gpu_milli == 0 or not shape.accepts_model(model) or cpu_free < shape.cpu_milli:
+        if (
+            shape.gpu_milli == 0
+            or shape.mig
+            or not shape.accepts_model(model)
+            or cpu_free < shape.cpu_milli
+        ):
             frag += tp.freq * idle
             continue
         fitting = sum(1 for g in gpus if g >= shape.gpu_milli)
@@ -51,6 +76,39 @@ def node_fragment(state: NodeState, typical: TypicalPods) -> NodeFragment:
         else:
             frag += tp.freq * sum(g for g in gpus if g < shape.gpu_milli)
     return NodeFragment(frag, idle)
+
+
+def _usable(card: SharedCard, shape: PodShape, rule: int, fixed: int, memory: int) -> bool:
+    idle, cores, free_mib = card
+    if rule == RULE_MILLI:
+        return idle >= shape.gpu_milli
+    if rule == RULE_FIXED:
+        return idle >= fixed
+    return cores >= max(shape.cores_milli, 0) and free_mib >= (shape.gpu_memory_mib or memory)
+
+
+def _shared_fragment(state: SharedState, typical: TypicalPods) -> NodeFragment:
+    """As for milli-GPU cards, with each card asked whether one device of the pod fits it in
+    the card's mode, and each free MIG instance usable only by pods asking for its profile."""
+    _, model, cpu_free, rule, fixed, memory, cards, mig = state
+    idle_cards = sum(c[0] for c in cards)
+    idle = idle_cards + sum(n * each for _, n, each in mig)
+    if idle == 0:
+        return NodeFragment(0.0, 0)
+    frag = 0.0
+    for tp in typical.pods:
+        shape = tp.shape
+        if shape.gpu_count == 0 or not shape.accepts_model(model) or cpu_free < shape.cpu_milli:
+            frag += tp.freq * idle
+            continue
+        if shape.mig:
+            have = [(n, each) for p, n, each in mig if p == shape.mig]
+            n, each = have[0] if have else (0, 0.0)
+            frag += tp.freq * (idle - n * each if n >= shape.gpu_count else idle)
+            continue
+        usable = [c[0] for c in cards if _usable(c, shape, rule, fixed, memory)]
+        frag += tp.freq * (idle - sum(usable) if len(usable) >= shape.gpu_count else idle)
+    return NodeFragment(frag, round(idle))
 
 
 class FragMeasure:

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models import ResourceRequest, TaskProfile, Toleration
+from models import MILLI_PER_GPU, ResourceRequest, TaskProfile, Toleration
 from models.analysis import BlockReason, Explanation, NearMiss
 from streams.fragmentation.capacity import BoolArray, CapacityIndex, IntArray
+from streams.fragmentation.measure import RULE_FIXED, RULE_HAMI
 
 
 @dataclass(frozen=True, slots=True)
 class _Masks:
     reasons: dict[BlockReason, BoolArray]
-    rooms: IntArray
+    missing: IntArray
+    """Devices or MIG instances each node lacks for the request."""
 
     def any_block(self) -> BoolArray:
         out = np.zeros_like(next(iter(self.reasons.values())))
@@ -29,40 +31,165 @@ class _Masks:
         return out
 
 
+@dataclass(slots=True)
+class Free:
+    """What is free, as arrays a gang check can take from without touching the index."""
+
+    cpu: IntArray
+    mem: IntArray
+    gpu: IntArray
+    replicas: IntArray
+    cores: IntArray
+    hmem: IntArray
+    mig: dict[int, dict[str, int]]
+
+    @classmethod
+    def of(cls, index: CapacityIndex, *, copy: bool = False) -> Free:
+        if not copy:
+            return cls(
+                index.cpu_free,
+                index.mem_free,
+                index.gpu_free,
+                index.replicas_free,
+                index.cores_free,
+                index.hmem_free,
+                index.mig_free,
+            )
+        return cls(
+            index.cpu_free.copy(),
+            index.mem_free.copy(),
+            index.gpu_free.copy(),
+            index.replicas_free.copy(),
+            index.cores_free.copy(),
+            index.hmem_free.copy(),
+            {i: dict(m) for i, m in index.mig_free.items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """What one device of a request takes on each node, by the node's sharing rule."""
+
+    milli: IntArray
+    cores_milli: int
+    memory_mib: IntArray
+    hami_only: bool
+    """A request with HAMi's gpumem or gpucores: only HAMi's scheduler places it, on the
+    cards HAMi registered; kube-scheduler finds no such resource on other nodes."""
+
+
+def _need(index: CapacityIndex, req: ResourceRequest) -> _Need:
+    cores = 0 if req.gpu_cores_pct is None else req.gpu_cores_pct * 10
+    hami = index.rule == RULE_HAMI
+    milli = np.where(index.rule == RULE_FIXED, index.fixed, req.gpu_milli)
+    milli = np.where(hami, max(1, cores), milli)
+    memory = (
+        np.full(len(index.rule), req.gpu_memory_mib, dtype=np.int64)
+        if req.gpu_memory_mib is not None
+        else index.hami_memory
+    )
+    hami_only = req.gpu_memory_mib is not None or req.gpu_cores_pct is not None
+    return _Need(milli=milli, cores_milli=cores, memory_mib=memory, hami_only=hami_only)
+
+
+def _device_rooms(index: CapacityIndex, free: Free, need: _Need) -> tuple[IntArray, IntArray]:
+    """Per card: how many devices of the request its compute would serve, and how many it
+    serves in full. A time-sliced card serves one per free replica (the device plugin hands
+    one pod several replicas of one card); a HAMi card one vGPU per pod; a milli-GPU or
+    exclusive card as many shares as fit."""
+    hami = (index.rule == RULE_HAMI)[:, None]
+    sliced = (index.rule == RULE_FIXED)[:, None] & (free.replicas > 0)
+    shares = np.where(sliced, free.replicas, free.gpu // np.maximum(need.milli, 1)[:, None])
+    if need.hami_only:
+        shares = np.zeros_like(shares)
+    cores_ok = (free.cores >= need.cores_milli).astype(np.int64)
+    compute = np.where(hami, cores_ok, shares)
+    memory = free.hmem >= need.memory_mib[:, None]
+    return compute, np.where(hami, cores_ok * memory, shares)
+
+
+def _mig_short(
+    index: CapacityIndex, free: Free, req: ResourceRequest
+) -> tuple[IntArray, BoolArray]:
+    missing = np.zeros(len(index.active), dtype=np.int64)
+    any_free = np.zeros(len(index.active), dtype=bool)
+    for i, instances in free.mig.items():
+        any_free[i] = any(n > 0 for n in instances.values())
+    for profile, count in req.mig.items():
+        have = np.zeros(len(index.active), dtype=np.int64)
+        for i, instances in free.mig.items():
+            have[i] = instances.get(profile, 0)
+        missing += np.maximum(0, count - have)
+    return missing, any_free
+
+
 def _masks(
     index: CapacityIndex,
     req: ResourceRequest,
     gpu_models: tuple[str, ...],
     tolerations: tuple[Toleration, ...],
-    *,
-    cpu_free: IntArray | None = None,
-    mem_free: IntArray | None = None,
-    gpu_free: IntArray | None = None,
+    free: Free,
 ) -> _Masks:
-    cpu = index.cpu_free if cpu_free is None else cpu_free
-    mem = index.mem_free if mem_free is None else mem_free
-    gpus = index.gpu_free if gpu_free is None else gpu_free
     active = index.active
     reasons = {
         BlockReason.UNSCHEDULABLE: active & index.unschedulable,
         BlockReason.TAINT: active & index.taint_blocked(tolerations),
-        BlockReason.CPU: active & (cpu < req.cpu_milli),
-        BlockReason.MEMORY: active & (mem < req.memory_mib),
+        BlockReason.CPU: active & (free.cpu < req.cpu_milli),
+        BlockReason.MEMORY: active & (free.mem < req.memory_mib),
     }
-    rooms = np.zeros(len(active), dtype=np.int64)
+    missing = np.zeros(len(active), dtype=np.int64)
     no = np.zeros(len(active), dtype=bool)
-    reasons[BlockReason.GPU_MODEL] = no
-    reasons[BlockReason.GPU_COUNT] = no
-    reasons[BlockReason.GPU_SHARE] = no
-    if req.gpu_count > 0:
-        has_gpus = index.gpu_count > 0
+    for r in (
+        BlockReason.GPU_MODEL,
+        BlockReason.GPU_COUNT,
+        BlockReason.GPU_SHARE,
+        BlockReason.GPU_MEMORY,
+        BlockReason.MIG_PROFILE,
+    ):
+        reasons[r] = no
+    if req.gpu_count > 0 or req.mig:
+        has_gpus = index.gpu_cards > 0
         reasons[BlockReason.GPU_MODEL] = active & has_gpus & ~index.model_ok(gpu_models)
-        rooms = (gpus >= req.gpu_milli).sum(axis=1)
+    if req.gpu_count > 0:
+        need = _need(index, req)
+        compute, fits = _device_rooms(index, free, need)
+        rooms = fits.sum(axis=1)
         short = active & (rooms < req.gpu_count)
-        split = gpus.sum(axis=1) >= req.total_gpu_milli
-        reasons[BlockReason.GPU_SHARE] = short & split
-        reasons[BlockReason.GPU_COUNT] = short & ~split
-    return _Masks(reasons=reasons, rooms=rooms)
+        memory_short = short & (compute.sum(axis=1) >= req.gpu_count)
+        split = free.gpu.sum(axis=1) >= need.milli * req.gpu_count
+        if need.hami_only:
+            split &= index.rule == RULE_HAMI
+        reasons[BlockReason.GPU_MEMORY] = memory_short
+        reasons[BlockReason.GPU_SHARE] = short & ~memory_short & split
+        reasons[BlockReason.GPU_COUNT] = short & ~memory_short & ~split
+        missing += np.maximum(0, req.gpu_count - rooms)
+    if req.mig:
+        lacking, any_free = _mig_short(index, free, req)
+        short = active & (lacking > 0)
+        reasons[BlockReason.MIG_PROFILE] = short & any_free
+        reasons[BlockReason.GPU_COUNT] = reasons[BlockReason.GPU_COUNT] | (short & ~any_free)
+        missing += lacking
+    return _Masks(reasons=reasons, missing=missing)
+
+
+def _fits_total(index: CapacityIndex, free: Free, req: ResourceRequest, tasks: int = 1) -> bool:
+    """Whether the cluster's free GPU, summed over nodes, would cover ``tasks`` such requests
+    (one device counted at the smallest share any node would take for it)."""
+    active = index.active
+    if req.gpu_count > 0:
+        need_all = _need(index, req)
+        gpu_nodes = active & (index.gpu_cards > 0)
+        if need_all.hami_only:
+            gpu_nodes &= index.rule == RULE_HAMI
+        need = need_all.milli[gpu_nodes]
+        smallest = int(need.min()) if len(need) else req.gpu_milli
+        if int(free.gpu[gpu_nodes].sum()) < smallest * req.gpu_count * tasks:
+            return False
+    for profile, count in req.mig.items():
+        have = sum(m.get(profile, 0) for i, m in free.mig.items() if active[i])
+        if have < count * tasks:
+            return False
+    return True
 
 
 def explain_request(
@@ -73,14 +200,15 @@ def explain_request(
     tolerations: tuple[Toleration, ...] = (),
     near_miss_nodes: int = 3,
 ) -> Explanation:
-    masks = _masks(index, req, gpu_models, tolerations)
+    free = Free.of(index)
+    masks = _masks(index, req, gpu_models, tolerations, free)
     blocked = masks.any_block()
     active = index.active
     fits_node = bool((active & ~blocked).any())
     fits_total = (
         int(index.cpu_free[active].sum()) >= req.cpu_milli
         and int(index.mem_free[active].sum()) >= req.memory_mib
-        and int(index.gpu_free[active].sum()) >= req.total_gpu_milli
+        and _fits_total(index, free, req)
     )
     counts = [(r, int(m.sum())) for r, m in masks.reasons.items()]
     blocking = tuple(sorted(((r, n) for r, n in counts if n), key=lambda rn: (-rn[1], rn[0])))
@@ -102,11 +230,7 @@ def _near_misses(
         return ()
     miss_cpu = np.maximum(0, req.cpu_milli - index.cpu_free[candidates])
     miss_mem = np.maximum(0, req.memory_mib - index.mem_free[candidates])
-    miss_gpu = (
-        np.maximum(0, req.gpu_count - masks.rooms[candidates])
-        if req.gpu_count
-        else (np.zeros(len(candidates), dtype=np.int64))
-    )
+    miss_gpu = masks.missing[candidates]
     hard = np.zeros(len(candidates))
     for r in (BlockReason.UNSCHEDULABLE, BlockReason.TAINT, BlockReason.GPU_MODEL):
         hard += masks.reasons[r][candidates]
@@ -114,7 +238,9 @@ def _near_misses(
         hard
         + miss_cpu / max(1, req.cpu_milli)
         + miss_mem / max(1, req.memory_mib)
-        + miss_gpu / max(1, req.gpu_count)
+        + miss_gpu / max(1, req.gpu_count + sum(req.mig.values()))
+        # a card short only of memory is half a card closer than no card with room at all
+        - 0.5 * masks.reasons[BlockReason.GPU_MEMORY][candidates] / max(1, req.gpu_count)
     )
     names = [index.names[i] or "" for i in candidates]
     order = sorted(range(len(candidates)), key=lambda j: (float(score[j]), names[j]))[:k]
@@ -167,25 +293,21 @@ def check_gang(
     fit), which is what a gang scheduler's packing does in the common case; failing that the
     gang cannot start.
     """
-    cpu = index.cpu_free.copy()
-    mem = index.mem_free.copy()
-    gpus = index.gpu_free.copy()
+    free = Free.of(index, copy=True)
     order = sorted(
         members,
         key=lambda t: (-t.requests.total_gpu_milli, -t.requests.cpu_milli, t.key),
     )[:needed]
     active = index.active
     fits_total = (
-        int(cpu[active].sum()) >= sum(t.requests.cpu_milli for t in order)
-        and int(mem[active].sum()) >= sum(t.requests.memory_mib for t in order)
-        and int(gpus[active].sum()) >= sum(t.requests.total_gpu_milli for t in order)
+        int(free.cpu[active].sum()) >= sum(t.requests.cpu_milli for t in order)
+        and int(free.mem[active].sum()) >= sum(t.requests.memory_mib for t in order)
+        and all(_fits_total(index, free, t.requests, tasks=len(order)) for t in order[:1])
     )
     placed = 0
     for task in order:
         req = task.requests
-        masks = _masks(
-            index, req, task.gpu_models, task.tolerations, cpu_free=cpu, mem_free=mem, gpu_free=gpus
-        )
+        masks = _masks(index, req, task.gpu_models, task.tolerations, free)
         ok = np.flatnonzero(active & ~masks.any_block())
         if len(ok) == 0:
             return GangCheck(
@@ -200,15 +322,38 @@ def check_gang(
                     near_miss_nodes=near_miss_nodes,
                 ),
             )
-        node = int(ok[int(np.argmin(gpus[ok].sum(axis=1) * 1_000_000 + cpu[ok] // 1000))])
-        cpu[node] -= req.cpu_milli
-        mem[node] -= req.memory_mib
-        for _ in range(req.gpu_count):
-            row = gpus[node]
-            fitting = np.flatnonzero(row >= req.gpu_milli)
-            card = int(fitting[int(np.argmin(row[fitting]))])
-            row[card] -= req.gpu_milli
+        key = free.gpu[ok].sum(axis=1) * 1_000_000 + free.cpu[ok] // 1000
+        _take(index, free, int(ok[int(np.argmin(key))]), req)
         placed += 1
     return GangCheck(
         placed=placed, needed=len(order), fits_cluster_total=fits_total, first_failure=None
     )
+
+
+def _take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> None:
+    """Charge one member to the node it was placed on, each device on its tightest card."""
+    free.cpu[node] -= req.cpu_milli
+    free.mem[node] -= req.memory_mib
+    need = _need(index, req)
+    hami = bool(index.rule[node] == RULE_HAMI)
+    mib = int(need.memory_mib[node])
+    for _ in range(req.gpu_count):
+        row = free.gpu[node]
+        if hami:
+            ok = (free.cores[node] >= need.cores_milli) & (free.hmem[node] >= mib)
+        else:
+            ok = row >= need.milli[node]
+        fitting = np.flatnonzero(ok)
+        card = int(fitting[int(np.argmin(row[fitting]))])
+        if free.replicas[node, card] > 0:
+            free.replicas[node, card] -= 1
+        if hami:
+            free.cores[node, card] -= need.cores_milli
+            free.hmem[node, card] -= mib
+            total = int(index.hami_memory[node])
+            share = mib * MILLI_PER_GPU // total if total else 0
+            row[card] = max(0, int(row[card]) - max(need.cores_milli, share))
+        else:
+            row[card] -= need.milli[node]
+    for profile, count in req.mig.items():
+        free.mig[node][profile] -= count

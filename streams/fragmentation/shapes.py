@@ -22,8 +22,15 @@ class PodShape:
 
     cpu_milli: int
     gpu_milli: int  # per GPU; 1000 for whole cards, 0 for CPU-only pods
-    gpu_count: int
+    gpu_count: int  # cards, or MIG instances when ``mig`` names a profile
     gpu_models: str = ""  # allowed models joined by "|"; "" means any model
+    mig: str = ""
+    """A MIG profile: the pod fits only a free instance of it (``gpu_milli`` is then its
+    nominal share of a 7-slice card, for ordering and totals)."""
+    gpu_memory_mib: int = 0
+    """HAMi memory cap per card; 0: none asked (HAMi then gives the whole card's memory)."""
+    cores_milli: int = -1
+    """HAMi core share per card in milli; -1: none asked (HAMi then reserves no cores)."""
 
     @property
     def total_gpu_milli(self) -> int:
@@ -40,8 +47,16 @@ class PodShape:
             return True
         return model is not None and model in allowed
 
-    def sort_key(self) -> tuple[int, int, int, str]:
-        return (self.cpu_milli, self.gpu_milli, self.gpu_count, self.gpu_models)
+    def sort_key(self) -> tuple[int, int, int, str, str, int, int]:
+        return (
+            self.cpu_milli,
+            self.gpu_milli,
+            self.gpu_count,
+            self.gpu_models,
+            self.mig,
+            self.gpu_memory_mib,
+            self.cores_milli,
+        )
 
 
 @dataclass(frozen=True, slots=True)

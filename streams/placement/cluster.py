@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from streams.fragmentation.measure import FragMeasure, NodeState, node_state
+from streams.fragmentation.measure import FragMeasure, LegacyState, node_state
 from streams.fragmentation.shapes import MILLI_PER_GPU
 from streams.placement.spec import NodeSpec, PodSpec
 
@@ -64,8 +64,8 @@ class SimCluster:
         self.changed_at: IntArray = np.zeros(n, dtype=np.int64)
         self.step = 0
         self._model_masks: dict[str, BoolArray] = {}
-        self._state_ids: dict[NodeState, int] = {}
-        self.states: list[NodeState] = []
+        self._state_ids: dict[LegacyState, int] = {}
+        self.states: list[LegacyState] = []
         self.state_id: IntArray = np.zeros(n, dtype=np.int64)
         self.node_frag: FloatArray = np.zeros(n, dtype=np.float64)
         self.frag_milli = 0.0
@@ -84,7 +84,7 @@ class SimCluster:
     def gpus_of(self, i: int) -> IntArray:
         return self.gpu_free[i, : int(self.gpu_count[i])]
 
-    def state_of(self, i: int) -> NodeState:
+    def state_of(self, i: int) -> LegacyState:
         return self.states[int(self.state_id[i])]
 
     def model_mask(self, gpu_models: str) -> BoolArray:

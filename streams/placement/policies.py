@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from streams.fragmentation.measure import NodeState, node_state
+from streams.fragmentation.measure import LegacyState, node_state
 from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
 from streams.placement.cluster import IntArray, SimCluster
 from streams.placement.spec import PodSpec
@@ -117,7 +117,7 @@ class FgdPolicy:
         self.cluster = cluster
         self._scores: dict[PodShape, tuple[IntArray, int]] = {}
 
-    def state_score(self, state: NodeState, shape: PodShape) -> int:
+    def state_score(self, state: LegacyState, shape: PodShape) -> int:
         """Best score of a node state for a shape; -1 when the shape cannot go there."""
         model, cpu, gpus = state
         if cpu < shape.cpu_milli or (shape.gpu_count > 0 and not shape.accepts_model(model)):

@@ -26,7 +26,7 @@ from models import (
     SchedulingEvent,
     TaskProfile,
 )
-from streams.profiles.gpus import free_per_gpu
+from streams.profiles.cards import lay_cards
 
 # XIDs after which a card should not take new work (NVIDIA's XID catalogue): double-bit ECC,
 # row-remap failure, NVLink error, fallen off the bus, uncontained ECC.
@@ -111,16 +111,24 @@ def node_profile(
 ) -> NodeProfile:
     """A node's profile from its object, the tasks bound to it and its cards' telemetry."""
     held = sorted((t for t in tasks if holds_resources(t)), key=lambda t: t.key)
-    free, _ = free_per_gpu(node.gpu_count, ((t.key, t.requests, t.gpu_indices) for t in held))
+    layout = lay_cards(node, [(t.key, t.requests, t.gpu_indices) for t in held])
     gpus = []
-    for i, milli in enumerate(free):
-        tel = card_telemetry(telemetry, i)
+    for card in layout.cards:
+        tel = card_telemetry(telemetry, card.index)
         xid = tel.last_xid if tel else None
+        total = tel.memory_total_mib if tel and tel.memory_total_mib else card.memory_total_mib
         gpus.append(
             GpuState(
-                index=i,
-                milli_free=milli,
-                memory_total_mib=tel.memory_total_mib if tel else None,
+                index=card.index,
+                milli_free=card.milli_free,
+                mode=card.mode,
+                units=card.units,
+                units_free=card.free,
+                mig_free={p: n for p, n in card.mig_free.items() if n},
+                mig_used={p: n for p, n in card.mig_used.items() if n},
+                memory_free_mib=card.memory_free_mib,
+                pods=tuple(card.pods),
+                memory_total_mib=total,
                 memory_used_mib=tel.memory_used_mib if tel else None,
                 healthy=xid not in UNHEALTHY_XIDS,
                 last_xid=xid,

@@ -165,6 +165,7 @@ def node(
     allocatable: dict[str, str] | None = None,
     taints: list[V1Taint] | None = None,
     unschedulable: bool | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> V1Node:
     all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
     if product is not None and gpus:
@@ -177,7 +178,9 @@ def node(
     return V1Node(
         api_version="v1",
         kind="Node",
-        metadata=V1ObjectMeta(name=name, labels=all_labels, creation_timestamp=T0),
+        metadata=V1ObjectMeta(
+            name=name, labels=all_labels, annotations=annotations, creation_timestamp=T0
+        ),
         spec=V1NodeSpec(taints=taints, unschedulable=unschedulable),
         status=V1NodeStatus(capacity=dict(resources), allocatable=resources),
     )

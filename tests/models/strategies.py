@@ -49,6 +49,7 @@ from models import (
     fingerprint_of,
 )
 from models.bounds import CPU_MILLI_MAX, GPU_MEMORY_MIB_MAX, MEMORY_MIB_MAX, MIG_DEVICES_MAX
+from models.cards import SharingMode, card_slices, mig_profile_slices
 
 __all__ = [
     "st_action",
@@ -191,6 +192,7 @@ def st_node(draw: st.DrawFn) -> Node:
         model = draw(st.none() | _gpu_model)
     else:
         model = None
+    mig = {p: n for p, n in mig.items() if mig_profile_slices(p) <= card_slices(model)}
     return Node(
         name=draw(_name),
         cpu_milli=draw(_cpu),
@@ -199,7 +201,9 @@ def st_node(draw: st.DrawFn) -> Node:
         gpu_count=gpu_count,
         gpu_memory_mib=draw(st.none() | _gpu_mem),
         gpu_replicas=draw(st.integers(1, 16)),
+        gpu_sharing=draw(st.none() | st.sampled_from(list(SharingMode))),
         mig_devices=mig,
+        mig_cards=draw(st.integers(0, 8)),
         labels=draw(st.dictionaries(_name, st.text(max_size=10), max_size=3)),
         taints=tuple(draw(st.lists(_taint, max_size=2))),
         unschedulable=draw(st.booleans()),

@@ -282,10 +282,12 @@ def expected_task(key: str, t: RefTask) -> TaskProfile:
     )
 
 
-def reference_free(cards: int, held: list[tuple[str, Pod]]) -> list[int]:
-    """Per-card free share: known devices charged first (clamped at 0), then the rest laid
-    out largest share first, each card the tightest one with room (lowest index on ties)."""
+def reference_free(cards: int, held: list[tuple[str, Pod]]) -> tuple[list[int], list[set[str]]]:
+    """Per-card free share and the pods on each card: known devices charged first (clamped
+    at 0), then the rest laid out largest share first, each card the tightest one with room
+    (lowest index on ties)."""
     used = [0] * cards
+    on: list[set[str]] = [set() for _ in range(cards)]
     laid: list[tuple[str, Pod]] = []
     for key, pod in held:
         r = pod.requests
@@ -295,11 +297,12 @@ def reference_free(cards: int, held: list[tuple[str, Pod]]) -> list[int]:
         if len(idx) == r.gpu_count and all(i < cards for i in idx):
             for i in idx:
                 used[i] += r.gpu_milli
+                on[i].add(key)
         else:
             laid.append((key, pod))
     free = [max(0, MILLI_PER_GPU - u) for u in used]
     laid.sort(key=lambda kp: (-kp[1].requests.gpu_milli, -kp[1].requests.gpu_count, kp[0]))
-    for _, pod in laid:
+    for key, pod in laid:
         milli = pod.requests.gpu_milli
         for _ in range(pod.requests.gpu_count):
             best = -1
@@ -308,7 +311,8 @@ def reference_free(cards: int, held: list[tuple[str, Pod]]) -> list[int]:
                     best = i
             if best >= 0:
                 free[best] -= milli
-    return free
+                on[best].add(key)
+    return free, on
 
 
 def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
@@ -317,7 +321,7 @@ def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
         for k, t in ref.tasks.items()
         if t.pod.node == node.name and t.pod.phase not in FINISHED
     )
-    free = reference_free(node.gpu_count, held)
+    free, on = reference_free(node.gpu_count, held)
     cards = ref.cards.get(node.name, {})
     gpus = []
     for i, milli in enumerate(free):
@@ -326,6 +330,8 @@ def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
             GpuState(
                 index=i,
                 milli_free=milli,
+                units_free=milli,
+                pods=tuple(sorted(on[i])),
                 memory_total_mib=c.memory_total_mib,
                 memory_used_mib=c.memory_used_mib,
                 healthy=c.last_xid not in BAD_XIDS,

@@ -14,6 +14,7 @@ from connectors.kube.gpu import gpu_model_of
 from connectors.kube.nodes import node_from_kube
 from connectors.kube.objects import MappingError
 from models import KubeResource, NodeEvent, Taint
+from models.cards import SharingMode
 from tests.connectors.kube.helpers import Collector, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import node
@@ -58,6 +59,51 @@ def test_time_slicing_replicas_are_not_cards() -> None:
     )
     out = node_from_kube(n, pool_label=None, now=NOW)
     assert (out.gpu_model, out.gpu_count, out.gpu_replicas) == ("T4", 4, 4)
+    assert out.sharing is SharingMode.TIME_SLICED
+
+
+def test_a_node_without_sharing_hands_out_whole_cards() -> None:
+    out = node_from_kube(node("gpu-2", gpus=8), pool_label=None, now=NOW)
+    assert out.sharing is SharingMode.EXCLUSIVE
+
+
+# HAMi's device plugin registers its cards like this (HAMi's protocol document); the newer
+# releases write the same fields as a JSON list
+HAMI_V100 = (
+    "GPU-00552014-5c87-89ac-b1a6-7b53aa24b0ec,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:"
+    "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448,10,32768,100,NVIDIA-Tesla V100-PCIE-32GB,0,true:"
+)
+HAMI_V100_JSON = (
+    '[{"id":"GPU-00552014","count":10,"devmem":32768,"devcore":100,'
+    '"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":0,"health":true},'
+    '{"id":"GPU-0fc3eda5","count":10,"devmem":32768,"devcore":100,'
+    '"type":"NVIDIA-Tesla V100-PCIE-32GB","numa":0,"health":true}]'
+)
+
+
+@pytest.mark.parametrize("register", [HAMI_V100, HAMI_V100_JSON])
+def test_a_hami_node_is_split_into_vgpus_with_the_cards_memory(register: str) -> None:
+    n = node(
+        "hami-2",
+        gpus=2,
+        product="Tesla-V100-PCIE-32GB",
+        allocatable={"nvidia.com/gpu": "20"},
+        annotations={"hami.io/node-nvidia-register": register},
+    )
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.sharing, out.gpu_count, out.gpu_replicas) == (SharingMode.HAMI, 2, 10)
+    assert (out.gpu_model, out.gpu_memory_mib) == ("V100M32", 32_768)
+
+
+@pytest.mark.parametrize(
+    ("register", "fault"),
+    [("GPU-1,ten,32768,100,x,0,true:", "split count 'ten'"), ("[{", "is not JSON")],
+)
+def test_an_unreadable_hami_registration_names_the_annotation(register: str, fault: str) -> None:
+    n = node("hami-3", gpus=2, annotations={"hami.io/node-nvidia-register": register})
+    with pytest.raises(MappingError, match=r"hami\.io/node-nvidia-register") as err:
+        node_from_kube(n, pool_label=None, now=NOW)
+    assert fault in str(err.value)
 
 
 def test_hami_virtual_gpus_capped_by_the_card_count() -> None:
@@ -85,6 +131,19 @@ def test_mig_mixed_strategy_node() -> None:
     out = node_from_kube(n, pool_label=None, now=NOW)
     assert (out.gpu_model, out.gpu_count) == ("A100-40GB", 0)
     assert out.mig_devices == {"1g.5gb": 14, "3g.20gb": 4}
+    # GFD counts 8 cards and none is advertised whole: all 8 are split into instances
+    assert out.mig_cards == 8
+
+
+def test_a_mig_profile_larger_than_the_card_is_refused_with_the_profile_named() -> None:
+    n = node(
+        "mig-2",
+        gpus=0,
+        labels={"nvidia.com/gpu.product": "NVIDIA-A30", "nvidia.com/gpu.count": "1"},
+        allocatable={"nvidia.com/mig-7g.80gb": "1"},
+    )
+    with pytest.raises(MappingError, match=r"7g\.80gb"):
+        node_from_kube(n, pool_label=None, now=NOW)
 
 
 def test_a_product_naming_no_model_is_a_mapping_error_naming_the_label() -> None:

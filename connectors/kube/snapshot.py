@@ -1,0 +1,110 @@
+"""A saved ``kubectl get nodes,pods -A -o json`` read into gpufrag's nodes and pods.
+
+The same mappings as the watchers use, so a snapshot and a live watch say the same of one
+object. A node or pod that cannot be mapped stops the read with one line naming it and the
+field at fault: an analysis that silently left out a node would report its pods as unplaceable.
+Objects of other kinds (services, events) are counted and left out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from kubernetes_asyncio.client import ApiClient
+
+from connectors.kube.nodes import node_from_kube
+from connectors.kube.objects import MappingError
+from connectors.kube.pods import pod_from_kube
+from models import Node, Pod
+
+__all__ = ["Snapshot", "SnapshotError", "read_snapshot"]
+
+_MODELS = {"Node": "V1Node", "Pod": "V1Pod"}
+
+
+class SnapshotError(ValueError):
+    """What makes a snapshot unusable, said in one line."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    pending_messages: dict[str, str] = field(default_factory=dict)
+    """kube-scheduler's own words for a pending pod (its PodScheduled=False condition)."""
+    other_kinds: Counter[str] = field(default_factory=Counter)
+
+
+def _items(data: bytes, source: str) -> list[Any]:
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise SnapshotError(f"{source} is not JSON ({exc}); expected kubectl ... -o json") from None
+    if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+        kind = body.get("kind") if isinstance(body, dict) else type(body).__name__
+        raise SnapshotError(
+            f"{source} is not a list of objects (kind {kind!r}); "
+            "expected the output of kubectl get nodes,pods -A -o json"
+        )
+    return list(body["items"])
+
+
+def _where(i: int, raw: dict[str, Any]) -> str:
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    who = f"{namespace}/{name}" if namespace else str(name or f"items[{i}]")
+    return f"{raw.get('kind')} {who}"
+
+
+def _scheduler_message(raw: dict[str, Any]) -> str | None:
+    status = raw.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for c in conditions if isinstance(conditions, list) else []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message") or c.get("reason") or "")
+    return None
+
+
+async def read_snapshot(
+    data: bytes, *, source: str, now: datetime, pool_label: str | None
+) -> Snapshot:
+    """The nodes and pods of a kubectl JSON list; SnapshotError names the first object that
+    cannot be read and why. Async only because the client's models are built by an ApiClient,
+    which needs a running loop; nothing is sent anywhere."""
+    items = _items(data, source)
+    async with ApiClient() as client:
+        # deserialize reads only ``.data`` of the response it is given
+        return _read_items(client, items, source=source, now=now, pool_label=pool_label)
+
+
+def _read_items(
+    client: Any, items: list[Any], *, source: str, now: datetime, pool_label: str | None
+) -> Snapshot:
+    out = Snapshot()
+    for i, raw in enumerate(items):
+        kind = raw.get("kind") if isinstance(raw, dict) else None
+        if not isinstance(raw, dict) or kind not in _MODELS:
+            out.other_kinds[str(kind or type(raw).__name__)] += 1
+            continue
+        where = f"{source}: {_where(i, raw)}"
+        try:
+            obj = client.deserialize(SimpleNamespace(data=orjson.dumps(raw)), _MODELS[kind])
+            if kind == "Node":
+                out.nodes.append(node_from_kube(obj, pool_label=pool_label, now=now))
+                continue
+            pod = pod_from_kube(obj, gangs=lambda _ns, _name: None, now=now)
+        except MappingError as exc:
+            raise SnapshotError(f"{where}: {exc}") from None
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise SnapshotError(f"{where}: unreadable ({type(exc).__name__}: {exc})") from None
+        out.pods.append(pod)
+        message = _scheduler_message(raw)
+        if message is not None and pod.node is None:
+            out.pending_messages[pod.key] = message
+    return out

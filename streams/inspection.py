@@ -1,0 +1,193 @@
+"""One snapshot of a cluster analysed at once: the cards per node in their sharing modes, the
+FGD fragmentation against the snapshot's own pods, and a verdict for every pending pod.
+
+The same join, capacity index and explanations as the streaming runners use, fed once instead
+of event by event, so ``gpufrag inspect`` and a live watch agree on one state.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from models import AnalysisSettings, GpuSample, GpuState, Node, Pod, TaskProfile
+from models.analysis import NearMiss
+from models.cards import SharingMode
+from streams.detectors.view import ClusterView
+from streams.fragmentation.pending import explain_task
+from streams.profiles.join import CardKey, GpuTelemetry, node_profile, task_profile
+
+__all__ = ["CardView", "Inspection", "NodeView", "PendingView", "inspect_cluster"]
+
+
+@dataclass(frozen=True, slots=True)
+class CardView:
+    index: int
+    mode: str
+    alloc_fraction: float
+    memory_used_mib: float | None
+    pods: tuple[str, ...]
+    memory_shared: bool
+    detail: str
+    """What is allocated and free, in the mode's own units."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    gpu_model: str | None
+    cards: tuple[CardView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingView:
+    pod: str
+    fits_cluster_total: bool
+    fits_some_node: bool
+    blocking: dict[str, int]
+    """Reason -> how many nodes it rules out."""
+    near_misses: tuple[NearMiss, ...]
+    scheduler_message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Inspection:
+    gpus: int
+    gpus_allocated: float
+    frag_amount_pct: float
+    frag_ratio_pct: float
+    nodes: tuple[NodeView, ...]
+    pending: tuple[PendingView, ...]
+    typical_pods: int
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "gpus": self.gpus,
+            "gpus_allocated": round(self.gpus_allocated, 4),
+            "frag_amount_pct": round(self.frag_amount_pct, 2),
+            "frag_ratio_pct": round(self.frag_ratio_pct, 2),
+            "nodes": [
+                {
+                    "name": n.name,
+                    "gpu_model": n.gpu_model,
+                    "cards": [
+                        {
+                            "index": c.index,
+                            "mode": c.mode,
+                            "alloc_fraction": round(c.alloc_fraction, 4),
+                            "memory_used_mib": c.memory_used_mib,
+                            "memory_shared": c.memory_shared,
+                            "pods": list(c.pods),
+                        }
+                        for c in n.cards
+                    ],
+                }
+                for n in self.nodes
+            ],
+            "pending": [
+                {
+                    "pod": p.pod,
+                    "fits_cluster_total": p.fits_cluster_total,
+                    "fits_some_node": p.fits_some_node,
+                    "blocking": p.blocking,
+                    "closest_nodes": [m.node for m in p.near_misses],
+                    "scheduler_message": p.scheduler_message,
+                }
+                for p in self.pending
+            ],
+        }
+
+
+def _detail(card: GpuState) -> str:
+    if card.mode is SharingMode.MIG:
+        used = ", ".join(f"{n}x{p}" for p, n in sorted(card.mig_used.items())) or "none"
+        free = ", ".join(f"{n}x{p}" for p, n in sorted(card.mig_free.items())) or "none"
+        return f"instances used {used}; free {free}"
+    if card.mode is SharingMode.TIME_SLICED:
+        return f"{card.units - card.free_units} of {card.units} replicas used"
+    if card.mode is SharingMode.HAMI:
+        mem = "" if card.memory_free_mib is None else f", {card.memory_free_mib} MiB unpromised"
+        return f"{card.free_units / 10:.0f} % cores free{mem}"
+    return f"{1000 - card.milli_free} of 1000 milli used"
+
+
+def _telemetry(samples: Iterable[GpuSample]) -> dict[str, dict[CardKey, GpuTelemetry]]:
+    out: dict[str, dict[CardKey, GpuTelemetry]] = defaultdict(dict)
+    for s in samples:
+        out[s.node][(s.gpu_index, s.mig_instance)] = GpuTelemetry(
+            memory_total_mib=s.memory_total_mib,
+            memory_used_mib=s.memory_used_mib,
+            last_xid=s.xid or None,
+        )
+    return out
+
+
+def inspect_cluster(
+    nodes: list[Node],
+    pods: list[Pod],
+    samples: Iterable[GpuSample],
+    *,
+    at: datetime,
+    settings: AnalysisSettings,
+    scheduler_messages: dict[str, str] | None = None,
+) -> Inspection:
+    tasks = {p.key: task_profile(p, None, at=at) for p in pods}
+    telemetry = _telemetry(samples)
+    view = ClusterView(settings=settings, typical=None)
+    on_node: dict[str, list[TaskProfile]] = defaultdict(list)
+    for t in tasks.values():
+        if t.node is not None:
+            on_node[t.node].append(t)
+    profiles = [
+        node_profile(n, on_node.get(n.name, []), telemetry.get(n.name, {}), at=at)
+        for n in sorted(nodes, key=lambda n: n.name)
+    ]
+    for p in profiles:
+        view.put_node(p.name, p)
+    for key in sorted(tasks):
+        view.put_task(key, tasks[key])
+    view.rebuild_typical(at)
+    messages = scheduler_messages or {}
+    pending = []
+    for key in sorted(view.pending):
+        out = explain_task(view.index, view.tasks[key], near_miss_nodes=3)
+        pending.append(
+            PendingView(
+                pod=key,
+                fits_cluster_total=out.fits_cluster_total,
+                fits_some_node=out.fits_some_node,
+                blocking={r.value: n for r, n in out.blocking},
+                near_misses=out.near_misses,
+                scheduler_message=messages.get(key),
+            )
+        )
+    ix = view.index
+    return Inspection(
+        gpus=sum(len(p.gpus) for p in profiles),
+        gpus_allocated=sum(p.gpus_allocated for p in profiles),
+        frag_amount_pct=ix.frag_amount_pct,
+        frag_ratio_pct=ix.frag_ratio_pct,
+        nodes=tuple(
+            NodeView(
+                name=p.name,
+                gpu_model=p.gpu_model,
+                cards=tuple(
+                    CardView(
+                        index=g.index,
+                        mode=g.mode.value,
+                        alloc_fraction=g.alloc_fraction,
+                        memory_used_mib=g.memory_used_mib,
+                        pods=g.pods,
+                        memory_shared=g.memory_shared,
+                        detail=_detail(g),
+                    )
+                    for g in p.gpus
+                ),
+            )
+            for p in profiles
+        ),
+        pending=tuple(pending),
+        typical_pods=len(view.typical),
+    )
