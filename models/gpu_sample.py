@@ -11,6 +11,10 @@ from models.bounds import Count, GpuIndex, GpuMemoryMibFloat, MigInstance, XidCo
 
 __all__ = ["GpuSample"]
 
+PodKey = Annotated[str, Field(pattern=r"^(?:[^/]+/[^/]+|uid:[^/]+)$", max_length=317)]
+"""A pod's "namespace/name" (63 + 1 + 253 characters at most), or "uid:<uid>" where only its
+cgroup named it (the join knows which pod has that uid)."""
+
 
 class GpuSample(Frozen):
     """Every metric is optional: exporters differ in what they report, and a missing value must
@@ -32,6 +36,10 @@ class GpuSample(Frozen):
     pod: str | None = None
     namespace: str | None = None
     container: str | None = None
+    pod_memory_mib: dict[PodKey, GpuMemoryMibFloat] | None = None
+    """Pod ("namespace/name" or "uid:<uid>") -> MiB its processes hold on this card (NVML's
+    per-process figures): on a shared card, each pod's own usage. None: the source does not
+    split it."""
     xid_counts: dict[XidCode, Count] | None = None
     """XID code -> times it fired within the last ``xid_window_ms`` (dcgm-exporter's
     DCGM_EXP_XID_ERRORS_COUNT). Empty means the source looked and saw none; None means the

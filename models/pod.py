@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from models.base import Frozen, UtcDatetime
-from models.bounds import COUNT_MAX, GpuIndex, Priority
+from models.bounds import COUNT_MAX, GpuIndex, GpuMemoryMib, Priority
 from models.gpu import GpuModel
 from models.node import Toleration
 from models.resources import ResourceRequest
@@ -74,6 +74,9 @@ class Pod(Frozen):
     gpu_models: tuple[GpuModel, ...] = ()
     """Allowed GPU models; empty means any."""
     gpu_indices: tuple[GpuIndex, ...] = ()
+    gpu_memory_limit_mib: GpuMemoryMib | None = None
+    """GPU memory the pod may use per card where something enforces it (HAMi's gpumem, CUDA
+    MPS's pinned device memory limit): past it the pod gets out-of-memory errors."""
     priority: Priority = 0
     queue: str | None = None
     tenant: str | None = None

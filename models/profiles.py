@@ -41,8 +41,14 @@ class GpuState(Frozen):
     """HAMi: card memory not yet promised to a vGPU."""
     pods: tuple[str, ...] = ()
     """Pods holding a share of this card: on a shared card, whose usage the figure is."""
+    pod_memory_mib: dict[str, NonNegFloat] = Field(default_factory=dict)
+    """Each pod's own GPU memory on this card, where a reading names it (NVML's per-process
+    figures, or the one pod of a card or MIG instance)."""
     memory_total_mib: NonNegFloat | None = None
     memory_used_mib: NonNegFloat | None = None
+    instance_memory_used_mib: dict[int, NonNegFloat] = Field(default_factory=dict)
+    """MIG: each instance's own reading (DCGM's GPU_I_ID -> MiB used); the card's figure is
+    their sum."""
     healthy: bool = True
     last_xid: XidCode | None = None
 
@@ -149,6 +155,8 @@ class TaskProfile(Frozen):
     phase: PodPhase
     node: str | None = None
     gpu_indices: tuple[NonNegativeInt, ...] = ()
+    gpu_memory_limit_mib: NonNegativeInt | None = None
+    """As Pod.gpu_memory_limit_mib: what its memory figure is measured against."""
     gang: GangRef | None = None
     tolerations: tuple[Toleration, ...] = ()
     created_at: UtcDatetime

@@ -24,6 +24,7 @@ __all__ = [
     "KafkaSettings",
     "KubeResource",
     "KubeSettings",
+    "NearMemoryLimitSettings",
     "NvmlSettings",
     "StoreSettings",
     "StrandedGpusSettings",
@@ -73,12 +74,23 @@ class UnplaceablePendingSettings(_Group):
     """How many closest nodes a pending-pod explanation names."""
 
 
+class NearMemoryLimitSettings(_Group):
+    enabled: bool = True
+    """Signal pods whose GPU memory stays close to their enforced limit (HAMi gpumem, MPS)."""
+    threshold_pct: Annotated[float, Field(gt=0, le=100)] = 95.0
+    """Share of the limit a pod's own GPU memory must reach..."""
+    for_s: Annotated[float, Field(ge=0)] = 60.0
+    """...for this many event-time seconds without dropping below it: a training step's
+    brief peak is no warning, a pod parked at its limit is one allocation from an OOM."""
+
+
 class DetectorSettings(_Group):
     """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
 
     stranded_gpus: StrandedGpusSettings = StrandedGpusSettings()
     fragmentation: FragmentationSettings = FragmentationSettings()
     unplaceable_pending: UnplaceablePendingSettings = UnplaceablePendingSettings()
+    near_memory_limit: NearMemoryLimitSettings = NearMemoryLimitSettings()
 
 
 class TraceSettings(_Group):

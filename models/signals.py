@@ -21,6 +21,7 @@ class SignalKind(StrEnum):
     STRANDED_GPUS = "stranded_gpus"
     OOM_STORM = "oom_storm"
     GPU_UNHEALTHY = "gpu_unhealthy"
+    NEAR_MEMORY_LIMIT = "near_memory_limit"
 
 
 class Scope(StrEnum):

@@ -17,7 +17,13 @@ from models.analysis import NearMiss
 from models.cards import SharingMode
 from streams.detectors.view import ClusterView
 from streams.fragmentation.pending import explain_task
-from streams.profiles.join import CardKey, GpuTelemetry, node_profile, task_profile
+from streams.profiles.join import (
+    CardKey,
+    GpuTelemetry,
+    node_profile,
+    task_profile,
+    telemetry_of,
+)
 
 __all__ = ["CardView", "Inspection", "NodeView", "PendingView", "inspect_cluster"]
 
@@ -29,6 +35,8 @@ class CardView:
     alloc_fraction: float
     memory_used_mib: float | None
     pods: tuple[str, ...]
+    pod_memory_mib: dict[str, float]
+    instance_memory_used_mib: dict[int, float]
     memory_shared: bool
     detail: str
     """What is allocated and free, in the mode's own units."""
@@ -80,6 +88,8 @@ class Inspection:
                             "memory_used_mib": c.memory_used_mib,
                             "memory_shared": c.memory_shared,
                             "pods": list(c.pods),
+                            "pod_memory_mib": c.pod_memory_mib,
+                            "instance_memory_used_mib": c.instance_memory_used_mib,
                         }
                         for c in n.cards
                     ],
@@ -113,14 +123,13 @@ def _detail(card: GpuState) -> str:
     return f"{1000 - card.milli_free} of 1000 milli used"
 
 
-def _telemetry(samples: Iterable[GpuSample]) -> dict[str, dict[CardKey, GpuTelemetry]]:
+def _telemetry(
+    samples: Iterable[GpuSample], uids: dict[str, str]
+) -> dict[str, dict[CardKey, GpuTelemetry]]:
     out: dict[str, dict[CardKey, GpuTelemetry]] = defaultdict(dict)
     for s in samples:
-        out[s.node][(s.gpu_index, s.mig_instance)] = GpuTelemetry(
-            memory_total_mib=s.memory_total_mib,
-            memory_used_mib=s.memory_used_mib,
-            last_xid=s.xid or None,
-        )
+        card = (s.gpu_index, s.mig_instance)
+        out[s.node][card] = telemetry_of(s, out[s.node].get(card), uids)
     return out
 
 
@@ -134,7 +143,7 @@ def inspect_cluster(
     scheduler_messages: dict[str, str] | None = None,
 ) -> Inspection:
     tasks = {p.key: task_profile(p, None, at=at) for p in pods}
-    telemetry = _telemetry(samples)
+    telemetry = _telemetry(samples, {t.uid: k for k, t in tasks.items() if t.uid})
     view = ClusterView(settings=settings, typical=None)
     on_node: dict[str, list[TaskProfile]] = defaultdict(list)
     for t in tasks.values():
@@ -180,6 +189,8 @@ def inspect_cluster(
                         alloc_fraction=g.alloc_fraction,
                         memory_used_mib=g.memory_used_mib,
                         pods=g.pods,
+                        pod_memory_mib=dict(g.pod_memory_mib),
+                        instance_memory_used_mib=dict(g.instance_memory_used_mib),
                         memory_shared=g.memory_shared,
                         detail=_detail(g),
                     )

@@ -106,10 +106,11 @@ def to_sample(
     """A card-level sample. Its pod: the kubelet's assignment when the card has one (see
     ``card_owner``); otherwise the pod of every process on the card when they are all in one
     pod, the same whole-card attribution dcgm-exporter makes."""
+    users = process_pods(reading, pod_of_pid=pod_of_pid, assigned=assigned)
     if assigned:
         owner = card_owner(assigned)
     else:
-        pods = {pod for _, pod in process_pods(reading, pod_of_pid=pod_of_pid)}
+        pods = {pod for _, pod in users}
         owner = next(iter(pods)) if len(pods) == 1 else None
     return GpuSample(
         node=node,
@@ -124,7 +125,20 @@ def to_sample(
         pod=owner.pod if owner else None,
         namespace=owner.namespace if owner else None,
         container=owner.container if owner else None,
+        pod_memory_mib=_pod_memory(users),
     )
+
+
+def _pod_memory(users: tuple[tuple[ProcessUse, PodRef | None], ...]) -> dict[str, float] | None:
+    """MiB per pod summed over its processes; None when no process's pod and memory are both
+    known (a driver that hides per-process memory in containers)."""
+    out: dict[str, float] = {}
+    for proc, pod in users:
+        if pod is None or proc.used_bytes is None:
+            continue
+        key = f"{pod.namespace}/{pod.pod}" if pod.namespace else pod.pod
+        out[key] = out.get(key, 0.0) + proc.used_bytes / MIB
+    return out or None
 
 
 def checked_sample(

@@ -27,6 +27,7 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
+from connectors.kube.gpu_limits import mps_limit_mib
 from connectors.kube.objects import MappingError, aware, refused_fields, tolerations_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import (
@@ -262,6 +263,7 @@ def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
     notes: dict[str, str] = dict(meta.annotations or {})
     owner = _owner(meta)
     preemptible = (notes.get(VOLCANO_PREEMPTABLE) or labels.get(VOLCANO_PREEMPTABLE)) == "true"
+    requests = resource_request_of(spec)
     try:
         return Pod(
             namespace=namespace,
@@ -269,7 +271,8 @@ def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
             uid=meta.uid or "",
             phase=_phase(status.phase if status else None),
             node=spec.node_name or None,
-            requests=resource_request_of(spec),
+            requests=requests,
+            gpu_memory_limit_mib=requests.gpu_memory_mib or mps_limit_mib(spec),
             gpu_models=_gpu_models(spec),
             priority=spec.priority or 0,
             queue=labels.get(KUEUE_QUEUE)

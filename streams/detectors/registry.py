@@ -6,6 +6,7 @@ from typing import Any
 
 from streams.detectors.base import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
+from streams.detectors.memory_limit import NearMemoryLimit
 from streams.detectors.stranded import StrandedGpus
 from streams.detectors.unplaceable import UnplaceablePending
 
@@ -13,4 +14,5 @@ DETECTORS: tuple[type[Detector[Any]], ...] = (
     StrandedGpus,
     ClusterFragmentationDetector,
     UnplaceablePending,
+    NearMemoryLimit,
 )

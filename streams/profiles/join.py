@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import orjson
 
@@ -58,6 +59,38 @@ class GpuTelemetry:
     memory_total_mib: float | None
     memory_used_mib: float | None
     last_xid: int | None
+    pods: tuple[tuple[str, float], ...] = ()
+    """(pod key, MiB) of each pod the reading names with its own figure: per-process memory
+    on a shared card, or the one pod of a card or MIG instance."""
+
+
+def telemetry_of(
+    sample: GpuSample, prev: GpuTelemetry | None, uids: dict[str, str]
+) -> GpuTelemetry:
+    """A card's (or MIG instance's) reading as the join keeps it; a pod the sampler could
+    name only by its cgroup's uid is named by the bound pod with that uid (``uids``)."""
+    named: dict[str, float] = {}
+    if sample.pod_memory_mib is not None:
+        named = dict(sample.pod_memory_mib)
+    elif sample.pod and sample.memory_used_mib is not None:
+        named = {_pod_key(sample.namespace, sample.pod): sample.memory_used_mib}
+    pods: dict[str, float] = {}
+    for key, mib in named.items():
+        if key.startswith("uid:"):
+            if key[4:] not in uids:
+                continue  # not bound here (yet): no pod to give the figure to
+            key = uids[key[4:]]
+        pods[key] = pods.get(key, 0.0) + mib
+    return GpuTelemetry(
+        memory_total_mib=sample.memory_total_mib,
+        memory_used_mib=sample.memory_used_mib,
+        last_xid=sample.xid if sample.xid else (prev.last_xid if prev else None),
+        pods=tuple(sorted(pods.items())),
+    )
+
+
+def _pod_key(namespace: str | None, pod: str) -> str:
+    return pod if pod.startswith("uid:") else f"{namespace or 'default'}/{pod}"
 
 
 CardKey = tuple[int, int | None]
@@ -75,10 +108,15 @@ def card_telemetry(telemetry: dict[CardKey, GpuTelemetry], index: int) -> GpuTel
     if not parts:
         return whole
     xids = [t.last_xid for t in parts if t.last_xid is not None]
+    pods: dict[str, float] = {}
+    for t in parts:
+        for key, mib in t.pods:
+            pods[key] = pods.get(key, 0.0) + mib
     return GpuTelemetry(
         memory_total_mib=_sum(t.memory_total_mib for t in parts),
         memory_used_mib=_sum(t.memory_used_mib for t in parts),
         last_xid=whole.last_xid if whole and whole.last_xid else (xids[-1] if xids else None),
+        pods=tuple(sorted(pods.items())),
     )
 
 
@@ -95,6 +133,14 @@ def _sum(values: Iterable[float | None]) -> float | None:
         if not known or any(v is None for v in known)
         else sum(v for v in known if v is not None)
     )
+
+
+def _instances(telemetry: dict[CardKey, GpuTelemetry], index: int) -> dict[int, float]:
+    return {
+        m: t.memory_used_mib
+        for (i, m), t in sorted(telemetry.items(), key=_order)
+        if i == index and m is not None and t.memory_used_mib is not None
+    }
 
 
 def holds_resources(task: TaskProfile) -> bool:
@@ -128,8 +174,10 @@ def node_profile(
                 mig_used={p: n for p, n in card.mig_used.items() if n},
                 memory_free_mib=card.memory_free_mib,
                 pods=tuple(card.pods),
+                pod_memory_mib=dict(tel.pods) if tel else {},
                 memory_total_mib=total,
                 memory_used_mib=tel.memory_used_mib if tel else None,
+                instance_memory_used_mib=_instances(telemetry, card.index),
                 healthy=xid not in UNHEALTHY_XIDS,
                 last_xid=xid,
             )
@@ -172,6 +220,7 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
         phase=pod.phase,
         node=pod.node,
         gpu_indices=pod.gpu_indices,
+        gpu_memory_limit_mib=pod.gpu_memory_limit_mib,
         gang=pod.gang,
         tolerations=pod.tolerations,
         created_at=pod.created_at,
@@ -251,16 +300,10 @@ def node_step(
             st.bound[item.key] = item.task
         return _refresh(name, st, at), peaks
     card = (item.gpu_index, item.mig_instance)
-    prev = st.telemetry.get(card)
-    st.telemetry[card] = GpuTelemetry(
-        memory_total_mib=item.memory_total_mib,
-        memory_used_mib=item.memory_used_mib,
-        last_xid=item.xid if item.xid else (prev.last_xid if prev else None),
-    )
-    if item.pod and item.memory_used_mib is not None:
-        peaks.append(
-            PeakReport(f"{item.namespace or 'default'}/{item.pod}", item.memory_used_mib, at)
-        )
+    uids = {t.uid: key for key, t in st.bound.items() if t.uid}
+    tel = telemetry_of(item, st.telemetry.get(card), uids)
+    st.telemetry[card] = tel
+    peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
     return (_refresh(name, st, at) if st.node is not None else []), peaks
 
 
@@ -327,7 +370,7 @@ def encode_node_state(st: NodeState) -> bytes:
             "node": _json_of(st.node),
             "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
             "telemetry": {
-                _card_text(card): [t.memory_total_mib, t.memory_used_mib, t.last_xid]
+                _card_text(card): [t.memory_total_mib, t.memory_used_mib, t.last_xid, t.pods]
                 for card, t in st.telemetry.items()
             },
             "profile": _json_of(st.profile),
@@ -346,11 +389,17 @@ def _card_of(text: str) -> CardKey:
     return int(index), int(mig) if mig else None
 
 
+def _telemetry(fields: list[Any]) -> GpuTelemetry:
+    # three fields before per-pod figures were kept
+    pods = tuple((str(k), float(v)) for k, v in fields[3]) if len(fields) > 3 else ()
+    return GpuTelemetry(fields[0], fields[1], fields[2], pods)
+
+
 def decode_node_state(data: bytes) -> NodeState:
     body = orjson.loads(data)
     return NodeState(
         node=None if body["node"] is None else Node.model_validate(body["node"]),
         bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
-        telemetry={_card_of(c): GpuTelemetry(*t) for c, t in body["telemetry"].items()},
+        telemetry={_card_of(c): _telemetry(t) for c, t in body["telemetry"].items()},
         profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
     )

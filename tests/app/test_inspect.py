@@ -64,6 +64,12 @@ def test_each_node_says_its_cards_mode_and_share(report: dict[str, Any]) -> None
     assert [round(c["alloc_fraction"], 4) for c in mig] == [round(4 / 7, 4), 0.0]
     # the exporter's three instance readings of card 0 summed: 31,744 + 0 + 9,216
     assert mig[0]["memory_used_mib"] == 40_960.0 and mig[1]["memory_used_mib"] is None
+    assert mig[0]["instance_memory_used_mib"] == {"1": 31_744.0, "5": 0.0, "13": 9_216.0}
+    # each instance the exporter names with a pod is that pod's own figure
+    assert mig[0]["pod_memory_mib"] == {
+        "notebooks/jupyter-carol-4d8p2": 9_216.0,
+        "research/bert-pretrain-0": 31_744.0,
+    }
     ts = cards(report, "gpu-t4-ts-01")
     assert [(c["mode"], c["alloc_fraction"]) for c in ts] == [
         ("time-sliced", 1.0),

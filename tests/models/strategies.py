@@ -159,6 +159,7 @@ def st_pod(draw: st.DrawFn, phase: PodPhase | None = None) -> Pod:
         requests=draw(st_resource_request()),
         gpu_models=tuple(draw(st.lists(_gpu_model, max_size=3))),
         gpu_indices=indices,
+        gpu_memory_limit_mib=draw(st.none() | st.integers(1, 81_920)),
         priority=draw(st.integers(min_value=-(2**31), max_value=2**31 - 1)),
         queue=draw(st.none() | _name),
         tenant=draw(st.none() | _name),

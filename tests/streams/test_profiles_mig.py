@@ -48,6 +48,7 @@ def test_a_mig_card_holds_the_sum_of_its_instances() -> None:
     card = join.node_profiles[NODE.name].gpus[0]
     assert card.memory_used_mib == 40_960.0  # 31,744 + 0 + 9,216, not the last one read
     assert card.memory_total_mib == 40_448.0 + 19_968.0 + 9_728.0
+    assert card.instance_memory_used_mib == {1: 31_744.0, 5: 0.0, 13: 9_216.0}
     # a new reading of one instance replaces that instance only
     join.apply(sample("1g.10gb", 13, 1_024.0, 9_728.0, at_s=10))
     assert join.node_profiles[NODE.name].gpus[0].memory_used_mib == 31_744.0 + 1_024.0

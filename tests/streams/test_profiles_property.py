@@ -203,6 +203,7 @@ class RefCard:
     memory_total_mib: float | None = None
     memory_used_mib: float | None = None
     last_xid: int | None = None
+    pods: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -242,6 +243,9 @@ def final_state(events: list[Envelope]) -> Reference:
             card.memory_used_mib = s.memory_used_mib
             if s.xid:
                 card.last_xid = s.xid
+            card.pods = {}
+            if s.pod is not None and s.memory_used_mib is not None:
+                card.pods = {f"{s.namespace or NAMESPACE}/{s.pod}": s.memory_used_mib}
             t = ref.tasks.get(f"{s.namespace or NAMESPACE}/{s.pod}") if s.pod else None
             if t is not None and s.memory_used_mib is not None:
                 t.peak = s.memory_used_mib if t.peak is None else max(t.peak, s.memory_used_mib)
@@ -271,6 +275,7 @@ def expected_task(key: str, t: RefTask) -> TaskProfile:
         phase=pod.phase,
         node=pod.node,
         gpu_indices=pod.gpu_indices,
+        gpu_memory_limit_mib=pod.gpu_memory_limit_mib,
         gang=pod.gang,
         tolerations=pod.tolerations,
         created_at=pod.created_at,
@@ -332,6 +337,7 @@ def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
                 milli_free=milli,
                 units_free=milli,
                 pods=tuple(sorted(on[i])),
+                pod_memory_mib=c.pods,
                 memory_total_mib=c.memory_total_mib,
                 memory_used_mib=c.memory_used_mib,
                 healthy=c.last_xid not in BAD_XIDS,

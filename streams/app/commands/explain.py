@@ -16,8 +16,8 @@ from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
 
 LATEST = """
-SELECT ts, pod, gpu_count, gpu_milli, cpu_milli, memory_mib, fits_cluster_total,
-       fits_some_node, unplaceable, reasons, near_misses, nodes_checked
+SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
+       fits_cluster_total, fits_some_node, unplaceable, reasons, near_misses, nodes_checked
 FROM pending_explanations FINAL
 WHERE run_id = {run_id:String} AND pod = {pod:String}
 ORDER BY ts DESC
@@ -51,6 +51,10 @@ def explain(
     want = f"{row['cpu_milli']} mCPU, {row['memory_mib']} MiB"
     if row["gpu_count"]:
         want += f", {row['gpu_count']} x {row['gpu_milli']} milli-GPU"
+    if row["gpu_memory_mib"] is not None:
+        want += f" with {row['gpu_memory_mib']} MiB each (HAMi)"
+    for profile, n in sorted(dict(row["mig"]).items()):
+        want += f", {n} x MIG {profile}"
     if row["unplaceable"]:
         verdict = "fits the cluster's free total but no single node (fragmentation)"
     elif row["fits_some_node"]:

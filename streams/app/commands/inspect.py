@@ -141,6 +141,6 @@ def inspect(
     if as_json:
         body = view.as_json()
         body["left_out"] = dict(snapshot.other_kinds)
-        typer.echo(orjson.dumps(body).decode())
+        typer.echo(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode())
         return
     _print_text(view, snapshot)

@@ -14,12 +14,22 @@ from connectors.clickhouse.rows import (
     Row,
     action_row,
     event_row,
+    explanation_row,
     gpu_sample_row,
     node_profile_row,
     signal_row,
     task_profile_row,
 )
-from models import Envelope, NodeEvent, NodeProfile, TaskProfile, from_json
+from models import (
+    Envelope,
+    NodeEvent,
+    NodeProfile,
+    PodPhase,
+    ResourceRequest,
+    TaskProfile,
+    from_json,
+)
+from models.analysis import BlockReason, Explanation
 from models.node import Node
 from tests.connectors.clickhouse import factories as f
 from tests.connectors.clickhouse.helpers import count
@@ -156,3 +166,28 @@ def test_bad_inputs_are_refused() -> None:
         node_profile_row(RUN, "other", f.node_profile(), at=f.at(0), seq=0)
     with pytest.raises(ValueError, match="is not 'namespace/name'"):
         task_profile_row(RUN, "no-namespace", None, at=f.at(0), seq=0)
+
+
+def test_a_pending_explanation_keeps_what_the_pod_asks_of_shared_cards(store: Store) -> None:
+    at = datetime(2026, 12, 2, tzinfo=UTC)
+    task = TaskProfile(
+        key="research/big-eval-0",
+        uid="u",
+        requests=ResourceRequest(cpu_milli=1_000, memory_mib=1_024, mig={"7g.80gb": 1}),
+        phase=PodPhase.PENDING,
+        created_at=at,
+    )
+    exp = Explanation(
+        fits_cluster_total=False,
+        fits_some_node=False,
+        blocking=((BlockReason.GPU_COUNT, 3), (BlockReason.MIG_PROFILE, 1)),
+        near_misses=(),
+        nodes_checked=4,
+    )
+    store.insert("pending_explanations", [explanation_row("r1", task.key, exp, task, at)])
+    (row,) = store.query("SELECT mig, gpu_memory_mib, reasons FROM pending_explanations").dicts()
+    assert row == {
+        "mig": {"7g.80gb": 1},
+        "gpu_memory_mib": None,
+        "reasons": {"gpu_count": 3, "mig_profile": 1},
+    }

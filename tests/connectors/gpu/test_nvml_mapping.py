@@ -103,9 +103,15 @@ def test_attributed_samples_feed_the_task_memory_peak(h200: Path) -> None:
     for phase in ("idle", "after_100GiB", "after_free"):
         s = to_sample("gpu-node-1", reading_of(meta[phase], meta), pod_of_pid=lambda _: owner)
         join.apply(Envelope.wrap(GpuSampleEvent(sample=s), event_time=AT, source="nvml"))
-    assert join.tasks["ml/train-0"].gpu_memory_peak_mib == pytest.approx(108571525120 / 2**20)
+    # the pod's own peak is its process's memory (NVML's per-process figure), not the card's
+    # used memory, which adds the driver's share (108,571,525,120 bytes)
+    own = sum(used for _, used in meta["after_100GiB"]["procs"])
+    assert join.tasks["ml/train-0"].gpu_memory_peak_mib == pytest.approx(own / 2**20)
     gpu = join.node_profiles["gpu-node-1"].gpus[0]
     assert gpu.memory_total_mib == 143771.0 and gpu.healthy
+    # the last reading, after PyTorch freed its tensors: the process keeps its context
+    left = sum(used for _, used in meta["after_free"]["procs"])
+    assert gpu.pod_memory_mib == {"ml/train-0": pytest.approx(left / 2**20)}
 
 
 @pytest.mark.parametrize(

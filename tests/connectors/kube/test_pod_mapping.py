@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes_asyncio.client import (
     V1Affinity,
+    V1Container,
+    V1EnvVar,
     V1NodeAffinity,
     V1NodeSelector,
     V1NodeSelectorRequirement,
@@ -237,3 +239,45 @@ def test_unreadable_quantity_is_a_mapping_error_naming_the_resource() -> None:
     p = pod("bad", containers=[container(requests={"cpu": "lots"})])
     with pytest.raises(MappingError, match="cpu"):
         pod_from_kube(p, gangs=no_gangs, now=NOW)
+
+
+def test_a_hami_memory_cap_is_the_pods_gpu_memory_limit() -> None:
+    p = pod(
+        "lora",
+        containers=[container(limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"})],
+    )
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).gpu_memory_limit_mib == 8000
+
+
+def mps(*values: str) -> list[V1Container]:
+    out = []
+    for i, value in enumerate(values):
+        c = container(f"c{i}", limits={"nvidia.com/gpu": "1"})
+        c.env = [V1EnvVar(name="CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", value=value)]
+        out.append(c)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("values", "limit"),
+    [
+        (("0=8G",), 8192),
+        (("0=7680M,1=16G",), 7680),  # the first device a container sees: its shared card
+        (("1=2G,0=4096MB",), 4096),
+        (("0=2G", "0=1G"), 3072),  # two containers' processes share the card together
+    ],
+)
+def test_an_mps_pinned_memory_limit_is_read_from_the_environment(
+    values: tuple[str, ...], limit: int
+) -> None:
+    p = pod("mps", containers=mps(*values))
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).gpu_memory_limit_mib == limit
+
+
+def test_an_unreadable_mps_limit_names_the_container_and_variable() -> None:
+    with pytest.raises(MappingError, match="container c0: env CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"):
+        pod_from_kube(pod("mps", containers=mps("lots")), gangs=no_gangs, now=NOW)
+
+
+def test_a_pod_without_an_enforced_limit_has_none() -> None:
+    assert pod_from_kube(pod("plain", gpus=1), gangs=no_gangs, now=NOW).gpu_memory_limit_mib is None
