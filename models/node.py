@@ -55,6 +55,8 @@ class Node(Frozen):
     """Memory per card."""
     gpu_replicas: Replicas = 1
     """Devices advertised per card: time-slicing replicas, or HAMi's vGPU split count."""
+    gpu_shared_resource: bool = False
+    """The cards are advertised as ``nvidia.com/gpu.shared`` (renamed replicas)."""
     gpu_sharing: SharingMode | None = None
     """How the whole cards are shared; None: time-sliced when replicas > 1, else milli-GPU
     shares (the trace's cards). The kube mapping always says which."""
@@ -63,6 +65,10 @@ class Node(Frozen):
     mig_cards: GpuCount = 0
     """Cards split into MIG instances, besides the ``gpu_count`` whole ones; 0: as many as
     the instances need."""
+    mig_device_profile: str | None = None
+    """MIG's single strategy: every ``nvidia.com/gpu`` the node advertises is an instance of
+    this profile, so a pod's ``nvidia.com/gpu: 1`` takes one (its instances are in
+    ``mig_devices``)."""
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
@@ -74,6 +80,10 @@ class Node(Frozen):
             raise ValueError(f"gpu_model is required when gpu_count={self.gpu_count} > 0")
         # A MIG-only node may advertise no whole GPUs yet still has a card model.
         slices = card_slices(self.gpu_model)
+        if self.mig_device_profile is not None and set(self.mig_devices) - {
+            self.mig_device_profile
+        }:
+            raise ValueError("a node in MIG's single strategy has instances of one profile only")
         for profile in self.mig_devices:
             if mig_profile_slices(profile) > slices:
                 raise ValueError(

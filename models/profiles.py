@@ -39,6 +39,8 @@ class GpuState(Frozen):
     mig_used: dict[str, NonNegativeInt] = Field(default_factory=dict)
     memory_free_mib: NonNegativeInt | None = None
     """HAMi: card memory not yet promised to a vGPU."""
+    slots_free: NonNegativeInt | None = None
+    """HAMi: vGPUs of its split count still to hand out."""
     pods: tuple[str, ...] = ()
     """Pods holding a share of this card: on a shared card, whose usage the figure is."""
     pod_memory_mib: dict[str, NonNegFloat] = Field(default_factory=dict)
@@ -88,6 +90,10 @@ class NodeProfile(Frozen):
     taints: tuple[Taint, ...] = ()
     pool: str | None = None
     unschedulable: bool = False
+    mig_device_profile: str | None = None
+    """As Node.mig_device_profile: a pod's whole-GPU request takes an instance of it."""
+    gpu_shared_resource: bool = False
+    """As Node.gpu_shared_resource."""
     pods: tuple[str, ...] = ()
     """Keys ("namespace/name") of pods bound here, sorted so equal states compare equal."""
     updated_at: UtcDatetime

@@ -26,8 +26,14 @@ class ResourceRequest(Frozen):
     """MIG profile (e.g. "1g.10gb") -> count; independent of gpu_count."""
     gpu_memory_mib: GpuMemoryMib | None = None
     """HAMi `nvidia.com/gpumem`: memory cap per card."""
+    gpu_memory_pct: Annotated[int, Field(ge=1, le=100)] | None = None
+    """HAMi `nvidia.com/gpumem-percentage`: the cap as a share of the card (when no gpumem)."""
     gpu_cores_pct: Annotated[int, Field(ge=0, le=100)] | None = None
     """HAMi `nvidia.com/gpucores`: compute share per card."""
+    gpu_shared_resource: bool = False
+    """The cards are asked for as ``nvidia.com/gpu.shared`` (time-slicing replicas renamed by
+    the device plugin): only nodes advertising that name serve them, and the others only
+    nodes advertising ``nvidia.com/gpu``."""
 
     @model_validator(mode="after")
     def _consistent_gpu_share(self) -> ResourceRequest:
@@ -42,10 +48,23 @@ class ResourceRequest(Frozen):
                 f"got gpu_count={self.gpu_count}"
             )
         if self.gpu_count == 0 and (
-            self.gpu_memory_mib is not None or self.gpu_cores_pct is not None
+            self.gpu_memory_mib is not None
+            or self.gpu_memory_pct is not None
+            or self.gpu_cores_pct is not None
         ):
-            raise ValueError("gpu_memory_mib/gpu_cores_pct limit a card, so need gpu_count > 0")
+            raise ValueError(
+                "gpu_memory_mib/gpu_memory_pct/gpu_cores_pct limit a card, so need gpu_count > 0"
+            )
         return self
+
+    @property
+    def is_hami(self) -> bool:
+        """Asks for HAMi's per-card limits: only HAMi's scheduler places it, on its cards."""
+        return (
+            self.gpu_memory_mib is not None
+            or self.gpu_memory_pct is not None
+            or self.gpu_cores_pct is not None
+        )
 
     @property
     def total_gpu_milli(self) -> int:

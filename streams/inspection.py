@@ -69,6 +69,8 @@ class Inspection:
     nodes: tuple[NodeView, ...]
     pending: tuple[PendingView, ...]
     typical_pods: int
+    typical_gpu_pods: int
+    """Typical pod shapes that ask for a GPU: with none, the measure weighs only CPU pods."""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -201,4 +203,5 @@ def inspect_cluster(
         ),
         pending=tuple(pending),
         typical_pods=len(view.typical),
+        typical_gpu_pods=sum(1 for tp in view.typical.pods if tp.shape.gpu_count > 0),
     )

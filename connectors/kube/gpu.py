@@ -12,9 +12,11 @@ __all__ = [
     "GPU",
     "GPU_CORES",
     "GPU_MEMORY",
+    "GPU_MEMORY_PCT",
     "GPU_SHARED",
     "LABEL_COUNT",
     "LABEL_MEMORY",
+    "LABEL_MIG_STRATEGY",
     "LABEL_PRODUCT",
     "LABEL_REPLICAS",
     "MIG_PREFIX",
@@ -28,6 +30,8 @@ GPU_SHARED = "nvidia.com/gpu.shared"
 """Time-slicing replicas when the device plugin renames them (``renameByDefault: true``)."""
 GPU_MEMORY = "nvidia.com/gpumem"
 """HAMi: device memory per card, MiB."""
+GPU_MEMORY_PCT = "nvidia.com/gpumem-percentage"
+"""HAMi: device memory per card as a share of the card, percent (instead of gpumem)."""
 GPU_CORES = "nvidia.com/gpucores"
 """HAMi: compute share per card, percent."""
 MIG_PREFIX = "nvidia.com/mig-"
@@ -38,6 +42,7 @@ LABEL_COUNT = "nvidia.com/gpu.count"
 LABEL_MEMORY = "nvidia.com/gpu.memory"
 """Per-card memory in MiB, as GPU Feature Discovery labels it."""
 LABEL_REPLICAS = "nvidia.com/gpu.replicas"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
 
 
 def mig_profile(resource: str) -> str | None:
@@ -84,6 +89,12 @@ def gpu_model_of(product: str, *, memory_mib: int | None = None) -> str | None:
     if product in KNOWN_GPU_MODELS:
         return product
     tokens = [t for t in _TOKEN.split(product.upper()) if t]
+    # GFD appends "-SHARED" to a time-sliced card's product, and "-MIG-<profile>" to the
+    # product of a node in MIG's single strategy: the card is the same model either way
+    if "MIG" in tokens[1:]:
+        tokens = tokens[: tokens.index("MIG", 1)]
+    while tokens and tokens[-1] == "SHARED":
+        tokens = tokens[:-1]
     known = _known_family(tokens, memory_mib)
     if known is not None:
         return known

@@ -7,6 +7,7 @@ so the limit, not the card, is what its usage is measured against.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -34,7 +35,7 @@ def _limit_mib(container: str, raw: str) -> int:
             )
         ordinal, amount, unit = match.groups()
         limits[int(ordinal)] = int(amount) * _MIB_PER[unit.upper()]
-    mib = int(limits[min(limits)])
+    mib = math.ceil(limits[min(limits)])
     if not 0 < mib <= GPU_MEMORY_MIB_MAX:
         raise MappingError(
             f"container {container}: env {MPS_LIMIT}={raw[:60]!r} is outside "

@@ -27,9 +27,12 @@ class HamiCards:
     """vGPUs per card (the smallest over the cards: the node's allocatable is that many each)."""
     memory_mib: int | None
     """Memory per card (the smallest over the cards)."""
+    product: str | None
+    """The first card's type as HAMi registered it ("NVIDIA-Tesla V100-PCIE-32GB")."""
 
 
 def _entries(raw: str) -> list[tuple[str, str, str]]:
+    """(split count, memory MiB, card type) of each registered card."""
     text = raw.strip()
     if text.startswith("["):
         try:
@@ -39,7 +42,8 @@ def _entries(raw: str) -> list[tuple[str, str, str]]:
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise MappingError(f"annotation {HAMI_REGISTER} is not a list of devices")
         return [
-            (str(i.get("id", "")), str(i.get("count", "")), str(i.get("devmem", ""))) for i in items
+            (str(i.get("count", "")), str(i.get("devmem", "")), str(i.get("type", "")))
+            for i in items
         ]
     out = []
     for entry in text.split(":"):
@@ -50,7 +54,7 @@ def _entries(raw: str) -> list[tuple[str, str, str]]:
             raise MappingError(
                 f"annotation {HAMI_REGISTER}: {entry[:80]!r} is not 'uuid,split,memory,...'"
             )
-        out.append((fields[0], fields[1], fields[2]))
+        out.append((fields[1], fields[2], fields[4] if len(fields) > 4 else ""))
     return out
 
 
@@ -74,9 +78,12 @@ def hami_cards(raw: str | None) -> HamiCards | None:
     entries = _entries(raw)
     if not entries:
         return None
-    splits = [_number(split, "split count", REPLICAS_MAX) for _, split, _ in entries]
-    memory = [_number(mem, "memory", GPU_MEMORY_MIB_MAX) for _, _, mem in entries]
+    splits = [_number(split, "split count", REPLICAS_MAX) for split, _, _ in entries]
+    memory = [_number(mem, "memory", GPU_MEMORY_MIB_MAX) for _, mem, _ in entries]
     split = min(splits)
     if split < 1:
         raise MappingError(f"annotation {HAMI_REGISTER}: a card is split into 0 vGPUs")
-    return HamiCards(count=len(entries), split=split, memory_mib=min(memory) or None)
+    product = entries[0][2].strip() or None
+    return HamiCards(
+        count=len(entries), split=split, memory_mib=min(memory) or None, product=product
+    )

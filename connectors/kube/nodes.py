@@ -8,6 +8,7 @@ several virtual GPUs per card, and an unhealthy card leaves allocatable below th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from connectors.kube.gpu import (
     GPU_SHARED,
     LABEL_COUNT,
     LABEL_MEMORY,
+    LABEL_MIG_STRATEGY,
     LABEL_PRODUCT,
     LABEL_REPLICAS,
     gpu_model_of,
@@ -70,6 +72,53 @@ def _sharing(replicas: int, hami: HamiCards | None) -> SharingMode:
     return SharingMode.TIME_SLICED if replicas > 1 else SharingMode.EXCLUSIVE
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    cards: int
+    """Whole cards."""
+    replicas: int
+    mig: dict[str, int]
+    mig_cards: int
+    card_memory: int | None
+    single_profile: str | None
+
+
+def _single_profile(labels: dict[str, str]) -> str | None:
+    """The profile of a node in MIG's single strategy, where GFD names the instances as the
+    product ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb") and each ``nvidia.com/gpu`` is one."""
+    if labels.get(LABEL_MIG_STRATEGY) != "single":
+        return None
+    _, sep, profile = labels.get(LABEL_PRODUCT, "").rpartition("-MIG-")
+    return profile.lower() if sep and profile else None
+
+
+def _layout(labels: dict[str, str], allocatable: dict[str, Any], hami: HamiCards | None) -> _Layout:
+    replicas = _replicas(labels, hami)
+    advertised = _amount(allocatable, GPU) + _amount(allocatable, GPU_SHARED)
+    single = _single_profile(labels)
+    if single is not None:
+        # the labels' count and memory are the instances', not the cards'
+        mig = {single: advertised} if advertised else {}
+        return _Layout(0, 1, mig, 0, None, single)
+    cards = advertised // replicas
+    counted = _int_label(labels, LABEL_COUNT)
+    if counted is not None:
+        if counted < 0:
+            raise MappingError(f"label {LABEL_COUNT}={counted} is negative")
+        cards = min(cards, counted)
+    mig = {
+        profile: _amount(allocatable, name)
+        for name in sorted(allocatable)
+        if (profile := mig_profile(name)) is not None and _amount(allocatable, name) > 0
+    }
+    # GFD counts every card; those not advertised whole are the MIG ones
+    mig_cards = max(0, counted - cards) if mig and counted is not None else 0
+    card_memory = _int_label(labels, LABEL_MEMORY)
+    if hami is not None and hami.memory_mib:
+        card_memory = hami.memory_mib
+    return _Layout(cards, replicas, mig, mig_cards, card_memory or None, None)
+
+
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     """The node as gpufrag models it; raises MappingError naming what could not be read
     (most often a GPU product label that is not one of the known models)."""
@@ -87,32 +136,15 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     except QuantityError as exc:
         raise MappingError(f"allocatable: {exc}") from None
     hami = hami_cards((meta.annotations or {}).get(HAMI_REGISTER))
-    replicas = _replicas(labels, hami)
-    advertised = _amount(allocatable, GPU) + _amount(allocatable, GPU_SHARED)
-    cards = advertised // replicas
-    counted = _int_label(labels, LABEL_COUNT)
-    if counted is not None:
-        if counted < 0:
-            raise MappingError(f"label {LABEL_COUNT}={counted} is negative")
-        cards = min(cards, counted)
-    mig = {
-        profile: _amount(allocatable, name)
-        for name in sorted(allocatable)
-        if (profile := mig_profile(name)) is not None and _amount(allocatable, name) > 0
-    }
-    # GFD counts every card; those not advertised whole are the MIG ones
-    mig_cards = max(0, counted - cards) if mig and counted is not None else 0
-    card_memory = _int_label(labels, LABEL_MEMORY)
-    if hami is not None and hami.memory_mib:
-        card_memory = hami.memory_mib
+    layout = _layout(labels, allocatable, hami)
     model: str | None = None
-    if cards > 0 or mig:
-        product = labels.get(LABEL_PRODUCT)
+    if layout.cards > 0 or layout.mig:
+        product = labels.get(LABEL_PRODUCT) or (hami.product if hami else None)
         if not product:
             raise MappingError(
                 f"node has GPUs but no {LABEL_PRODUCT} label (is GPU Feature Discovery running?)"
             )
-        model = gpu_model_of(product, memory_mib=card_memory)
+        model = gpu_model_of(product, memory_mib=layout.card_memory)
         if model is None:
             raise MappingError(f"label {LABEL_PRODUCT}={product!r} names no GPU model")
     try:
@@ -121,12 +153,15 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
             cpu_milli=cpu_milli,
             memory_mib=memory_mib,
             gpu_model=model,
-            gpu_count=cards,
-            gpu_memory_mib=card_memory if model is not None and card_memory else None,
-            gpu_replicas=replicas,
-            gpu_sharing=_sharing(replicas, hami),
-            mig_devices=mig,
-            mig_cards=mig_cards,
+            gpu_count=layout.cards,
+            gpu_shared_resource=_amount(allocatable, GPU_SHARED) > 0
+            and _amount(allocatable, GPU) == 0,
+            gpu_memory_mib=layout.card_memory if model is not None else None,
+            gpu_replicas=layout.replicas,
+            gpu_sharing=_sharing(layout.replicas, hami),
+            mig_devices=layout.mig,
+            mig_cards=layout.mig_cards,
+            mig_device_profile=layout.single_profile,
             labels=labels,
             taints=taints_of(spec.taints if spec else None),
             unschedulable=bool(spec.unschedulable) if spec else False,

@@ -22,6 +22,7 @@ from connectors.kube.gpu import (
     GPU,
     GPU_CORES,
     GPU_MEMORY,
+    GPU_MEMORY_PCT,
     GPU_SHARED,
     LABEL_PRODUCT,
     gpu_model_of,
@@ -62,7 +63,7 @@ VOLCANO_GROUPS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-n
 VOLCANO_QUEUES = ("scheduling.volcano.sh/queue-name", "volcano.sh/queue-name")
 VOLCANO_PREEMPTABLE = "volcano.sh/preemptable"
 
-_PER_CARD = (GPU_MEMORY, GPU_CORES)
+_PER_CARD = (GPU_MEMORY, GPU_MEMORY_PCT, GPU_CORES)
 _OWNER_KINDS = {
     "PyTorchJob": WorkloadKind.TRAINING,
     "TFJob": WorkloadKind.TRAINING,
@@ -151,9 +152,11 @@ def resource_request_of(spec: Any) -> ResourceRequest:
     gpus = ceil_int(total.get(GPU, zero) + total.get(GPU_SHARED, zero))
     cores = per_card.get(GPU_CORES)
     memory = per_card.get(GPU_MEMORY)
+    share = per_card.get(GPU_MEMORY_PCT)
     gpu_milli = 0
     cores_pct: int | None = None
     memory_mib: int | None = None
+    memory_pct: int | None = None
     if gpus > 0:
         gpu_milli = MILLI_PER_GPU
         if cores is not None:
@@ -162,6 +165,8 @@ def resource_request_of(spec: Any) -> ResourceRequest:
                 gpu_milli = cores_pct * MILLI_PER_GPU // 100
         if memory is not None and memory > 0:
             memory_mib = ceil_int(memory)
+        elif share is not None and share > 0:
+            memory_pct = ceil_int(share)
     mig = {
         profile: ceil_int(amount)
         for name, amount in sorted(total.items())
@@ -175,7 +180,9 @@ def resource_request_of(spec: Any) -> ResourceRequest:
             gpu_milli=gpu_milli,
             mig=mig,
             gpu_memory_mib=memory_mib,
+            gpu_memory_pct=memory_pct,
             gpu_cores_pct=cores_pct,
+            gpu_shared_resource=total.get(GPU_SHARED, zero) > 0 and total.get(GPU, zero) == 0,
         )
     except ValidationError as exc:
         raise refused_fields(exc, where="requests") from None

@@ -37,6 +37,8 @@ def shape_of(task: TaskProfile) -> PodShape:
         gpu_count=r.gpu_count,
         gpu_models=models,
         gpu_memory_mib=r.gpu_memory_mib or 0,
+        gpu_memory_pct=r.gpu_memory_pct or 0,
+        hami=r.is_hami,
         cores_milli=-1 if r.gpu_cores_pct is None else r.gpu_cores_pct * 10,
     )
 

@@ -17,7 +17,9 @@ from models.cards import SharingMode, mig_profile_slices
 from streams.fragmentation.measure import (
     RULE_FIXED,
     RULE_HAMI,
+    RULE_MIG_SINGLE,
     RULE_MILLI,
+    RULE_SLICED,
     FragMeasure,
     NodeState,
     node_state,
@@ -59,7 +61,7 @@ def _rule(cards: tuple[GpuState, ...]) -> tuple[int, int]:
     if mode is SharingMode.TIME_SLICED:
         # a card with k free replicas shows round(k * 1000 / R) milli: one replica is there
         # exactly when at least 1000 // R (and at least 1) is
-        return RULE_FIXED, max(1, MILLI_PER_GPU // whole[0].units)
+        return RULE_SLICED, max(1, MILLI_PER_GPU // whole[0].units)
     if mode is SharingMode.HAMI:
         return RULE_HAMI, 0
     return RULE_MILLI, 0
@@ -84,20 +86,30 @@ class CapacityIndex:
         """HAMi: free core milli per card, -1 where no vGPU can be handed out."""
         self.hmem_free: IntArray = np.full((0, 1), -1, dtype=np.int64)
         """HAMi: card memory not yet promised, MiB."""
+        self.slots_free: IntArray = np.zeros((0, 1), dtype=np.int64)
+        """HAMi: vGPUs still to hand out per card."""
         self.replicas_free: IntArray = np.zeros((0, 1), dtype=np.int64)
         """Time-sliced: free replicas per card (several may serve one pod)."""
         self.rule: IntArray = np.zeros(0, dtype=np.int64)
         self.fixed: IntArray = np.zeros(0, dtype=np.int64)
-        """RULE_FIXED: what one device takes of a card, in milli (1000, or one replica)."""
+        """RULE_FIXED and RULE_SLICED: what one device takes of a card, in milli (1000, or
+        one replica)."""
         self.hami_memory: IntArray = np.zeros(0, dtype=np.int64)
         self.mig_idle: IntArray = np.zeros(0, dtype=np.int64)
         self.mig_free: dict[int, dict[str, int]] = {}
         self.mig_each: dict[int, dict[str, float]] = {}
+        self.single: dict[int, str] = {}
+        self.shared_name: BoolArray = np.zeros(0, dtype=bool)
+        """Cards advertised as ``nvidia.com/gpu.shared``."""
+        """Nodes in MIG's single strategy, and their one profile."""
         self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)  # device slots (highest index+1)
         self.gpu_cards: IntArray = np.zeros(0, dtype=np.int64)  # cards listed
         self.unschedulable: BoolArray = np.zeros(0, dtype=bool)
         self.models: list[str | None] = []
         self.taints: dict[int, tuple[Taint, ...]] = {}
+        self._blocked: dict[tuple[Toleration, ...], BoolArray] = {}
+        """taint_blocked per set of tolerations, until a node changes: an evaluation round
+        asks it for every pending pod, and most pods share a few sets of tolerations."""
         self.pools: list[str | None] = []
         self.node_frag: FloatArray = np.zeros(0, dtype=np.float64)
         self.node_idle: IntArray = np.zeros(0, dtype=np.int64)
@@ -131,9 +143,11 @@ class CapacityIndex:
         self.fixed = _extend(self.fixed, new_n, 0)
         self.hami_memory = _extend(self.hami_memory, new_n, 0)
         self.mig_idle = _extend(self.mig_idle, new_n, 0)
+        self.shared_name = _extend(self.shared_name, new_n, False)
         self.gpu_free = _widen(self.gpu_free, n, new_n, new_w, 0)
         self.cores_free = _widen(self.cores_free, n, new_n, new_w, -1)
         self.replicas_free = _widen(self.replicas_free, n, new_n, new_w, 0)
+        self.slots_free = _widen(self.slots_free, n, new_n, new_w, 0)
         self.hmem_free = _widen(self.hmem_free, n, new_n, new_w, -1)
         self.width = new_w
         self.names.extend([None] * (new_n - n))
@@ -158,6 +172,7 @@ class CapacityIndex:
         else:
             self._grow(len(self.names), slots)
             self._forget_totals(i)
+        self._blocked.clear()
         self.active[i] = True
         self.cpu_free[i] = profile.cpu_milli_free
         self.mem_free[i] = profile.memory_mib_free
@@ -177,10 +192,17 @@ class CapacityIndex:
 
     def _put_cards(self, i: int, profile: NodeProfile) -> None:
         self.rule[i], self.fixed[i] = _rule(profile.gpus)
+        self.shared_name[i] = profile.gpu_shared_resource
+        if profile.mig_device_profile is not None:
+            self.rule[i] = RULE_MIG_SINGLE
+            self.single[i] = profile.mig_device_profile
+        else:
+            self.single.pop(i, None)
         self.gpu_free[i, :] = 0
         self.cores_free[i, :] = -1
         self.hmem_free[i, :] = -1
         self.replicas_free[i, :] = 0
+        self.slots_free[i, :] = 0
         mig: dict[str, int] = {}
         each: dict[str, float] = {}
         memory = 0
@@ -197,11 +219,13 @@ class CapacityIndex:
                 self.replicas_free[i, g.index] = g.free_units
             if g.mode is SharingMode.HAMI:
                 memory = max(memory, int(g.memory_total_mib or 0))
-                mib = g.memory_free_mib if g.memory_free_mib is not None else 2**40
-                # nothing to hand out although cores and memory are left: no vGPU left
-                if g.milli_free > 0 or g.free_units == 0 or mib == 0:
+                slots = 1 if g.slots_free is None else g.slots_free
+                if slots > 0:  # no vGPU left: nothing fits, whatever cores and memory remain
+                    self.slots_free[i, g.index] = slots
                     self.cores_free[i, g.index] = g.free_units
-                    self.hmem_free[i, g.index] = mib
+                    self.hmem_free[i, g.index] = (
+                        g.memory_free_mib if g.memory_free_mib is not None else 2**40
+                    )
         self.hami_memory[i] = memory
         self.mig_idle[i] = round(sum(n * each[p] for p, n in mig.items()))
         if mig:
@@ -215,16 +239,20 @@ class CapacityIndex:
         if i is None:
             return
         self._forget_totals(i)
+        self._blocked.clear()
         self.active[i] = False
         self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0
         self.gpu_free[i, :] = 0
         self.cores_free[i, :] = -1
         self.hmem_free[i, :] = -1
         self.replicas_free[i, :] = 0
+        self.slots_free[i, :] = 0
         self.rule[i] = RULE_MILLI
         self.mig_idle[i] = 0
         self.mig_free.pop(i, None)
         self.mig_each.pop(i, None)
+        self.single.pop(i, None)
+        self.shared_name[i] = False
         self.gpu_count[i] = 0
         self.gpu_cards[i] = 0
         self.unschedulable[i] = False
@@ -247,9 +275,10 @@ class CapacityIndex:
             return node_state(
                 self.models[i], int(self.cpu_free[i]), self.gpu_free[i, :width].tolist()
             )
+        units = self.replicas_free if self.rule[i] == RULE_SLICED else self.cores_free
         cards = zip(
             self.gpu_free[i, :width].tolist(),
-            self.cores_free[i, :width].tolist(),
+            units[i, :width].tolist(),
             self.hmem_free[i, :width].tolist(),
             strict=True,
         )
@@ -285,10 +314,14 @@ class CapacityIndex:
     # --- reading ---------------------------------------------------------------------------
 
     def taint_blocked(self, tolerations: tuple[Toleration, ...]) -> BoolArray:
-        blocked = np.zeros(len(self.names), dtype=bool)
-        for i, taints in self.taints.items():
-            if untolerated(taints, tolerations):
-                blocked[i] = True
+        blocked = self._blocked.get(tolerations)
+        if blocked is None or len(blocked) != len(self.names):
+            blocked = np.zeros(len(self.names), dtype=bool)
+            for i, taints in self.taints.items():
+                if untolerated(taints, tolerations):
+                    blocked[i] = True
+            blocked.flags.writeable = False
+            self._blocked[tolerations] = blocked
         return blocked
 
     def model_ok(self, gpu_models: tuple[str, ...]) -> BoolArray:

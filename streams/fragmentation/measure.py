@@ -27,9 +27,14 @@ RULE_FIXED = 1
 """A device takes a fixed share whatever the pod asks: a whole exclusive card, one replica."""
 RULE_HAMI = 2
 """A device takes the pod's HAMi core share and memory cap."""
+RULE_SLICED = 3
+"""A device takes one replica of a time-sliced card; a pod may hold several of one card."""
+RULE_MIG_SINGLE = 4
+"""MIG's single strategy: a device is an instance of the node's one profile."""
 
 SharedCard = tuple[int, int, int]
-"""(idle milli-GPU, HAMi free core milli or -1, HAMi free memory MiB or -1)."""
+"""(idle milli-GPU, HAMi free core milli or time-sliced free replicas or -1, HAMi free memory
+MiB or -1)."""
 SharedState = tuple[
     str, str | None, int, int, int, int, tuple[SharedCard, ...], tuple[tuple[str, int, float], ...]
 ]
@@ -65,6 +70,7 @@ def node_fragment(state: NodeState, typical: TypicalPods) -> NodeFragment:
         if (
             shape.gpu_milli == 0
             or shape.mig
+            or shape.hami
             or not shape.accepts_model(model)
             or cpu_free < shape.cpu_milli
         ):
@@ -78,13 +84,20 @@ def node_fragment(state: NodeState, typical: TypicalPods) -> NodeFragment:
     return NodeFragment(frag, idle)
 
 
-def _usable(card: SharedCard, shape: PodShape, rule: int, fixed: int, memory: int) -> bool:
-    idle, cores, free_mib = card
+def _devices(card: SharedCard, shape: PodShape, rule: int, fixed: int, memory: int) -> int:
+    """How many devices of the pod the card would serve (0: none), by the card's rule."""
+    idle, units, free_mib = card
     if rule == RULE_MILLI:
-        return idle >= shape.gpu_milli
+        return int(idle >= shape.gpu_milli)
     if rule == RULE_FIXED:
-        return idle >= fixed
-    return cores >= max(shape.cores_milli, 0) and free_mib >= (shape.gpu_memory_mib or memory)
+        return int(idle >= fixed)
+    if rule == RULE_SLICED:
+        return max(units, 0)
+    if shape.gpu_memory_mib:
+        mib = shape.gpu_memory_mib
+    else:
+        mib = memory * shape.gpu_memory_pct // 100 if shape.gpu_memory_pct else memory
+    return int(units >= max(shape.cores_milli, 0) and free_mib >= mib)
 
 
 def _shared_fragment(state: SharedState, typical: TypicalPods) -> NodeFragment:
@@ -106,8 +119,18 @@ def _shared_fragment(state: SharedState, typical: TypicalPods) -> NodeFragment:
             n, each = have[0] if have else (0, 0.0)
             frag += tp.freq * (idle - n * each if n >= shape.gpu_count else idle)
             continue
-        usable = [c[0] for c in cards if _usable(c, shape, rule, fixed, memory)]
-        frag += tp.freq * (idle - sum(usable) if len(usable) >= shape.gpu_count else idle)
+        if shape.hami and rule != RULE_HAMI:  # only HAMi's scheduler places it, on its cards
+            frag += tp.freq * idle
+            continue
+        if rule == RULE_MIG_SINGLE:
+            n = sum(count for _, count, _ in mig)
+            usable_mig = sum(count * each for _, count, each in mig)
+            frag += tp.freq * (idle - usable_mig if n >= shape.gpu_count else idle)
+            continue
+        served = [(c[0], _devices(c, shape, rule, fixed, memory)) for c in cards]
+        devices = sum(n for _, n in served)
+        usable = sum(i for i, n in served if n)
+        frag += tp.freq * (idle - usable if devices >= shape.gpu_count else idle)
     return NodeFragment(frag, round(idle))
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from models import MILLI_PER_GPU, ResourceRequest, TaskProfile, Toleration
 from models.analysis import BlockReason, Explanation, NearMiss
 from streams.fragmentation.capacity import BoolArray, CapacityIndex, IntArray
-from streams.fragmentation.measure import RULE_FIXED, RULE_HAMI
+from streams.fragmentation.measure import RULE_FIXED, RULE_HAMI, RULE_MIG_SINGLE, RULE_SLICED
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class Free:
     mem: IntArray
     gpu: IntArray
     replicas: IntArray
+    slots: IntArray
     cores: IntArray
     hmem: IntArray
     mig: dict[int, dict[str, int]]
@@ -51,6 +52,7 @@ class Free:
                 index.mem_free,
                 index.gpu_free,
                 index.replicas_free,
+                index.slots_free,
                 index.cores_free,
                 index.hmem_free,
                 index.mig_free,
@@ -60,6 +62,7 @@ class Free:
             index.mem_free.copy(),
             index.gpu_free.copy(),
             index.replicas_free.copy(),
+            index.slots_free.copy(),
             index.cores_free.copy(),
             index.hmem_free.copy(),
             {i: dict(m) for i, m in index.mig_free.items()},
@@ -73,6 +76,7 @@ class _Need:
     milli: IntArray
     cores_milli: int
     memory_mib: IntArray
+    shared_name: bool
     hami_only: bool
     """A request with HAMi's gpumem or gpucores: only HAMi's scheduler places it, on the
     cards HAMi registered; kube-scheduler finds no such resource on other nodes."""
@@ -81,15 +85,24 @@ class _Need:
 def _need(index: CapacityIndex, req: ResourceRequest) -> _Need:
     cores = 0 if req.gpu_cores_pct is None else req.gpu_cores_pct * 10
     hami = index.rule == RULE_HAMI
-    milli = np.where(index.rule == RULE_FIXED, index.fixed, req.gpu_milli)
-    milli = np.where(hami, max(1, cores), milli)
-    memory = (
-        np.full(len(index.rule), req.gpu_memory_mib, dtype=np.int64)
-        if req.gpu_memory_mib is not None
-        else index.hami_memory
+    milli = np.where(
+        (index.rule == RULE_FIXED) | (index.rule == RULE_SLICED), index.fixed, req.gpu_milli
     )
-    hami_only = req.gpu_memory_mib is not None or req.gpu_cores_pct is not None
-    return _Need(milli=milli, cores_milli=cores, memory_mib=memory, hami_only=hami_only)
+    milli = np.where(hami, max(1, cores), milli)
+    if req.gpu_memory_mib is not None:
+        memory = np.full(len(index.rule), req.gpu_memory_mib, dtype=np.int64)
+    elif req.gpu_memory_pct is not None:
+        memory = index.hami_memory * req.gpu_memory_pct // 100
+    else:
+        memory = index.hami_memory
+    hami_only = req.is_hami
+    return _Need(
+        milli=milli,
+        cores_milli=cores,
+        memory_mib=memory,
+        hami_only=hami_only,
+        shared_name=req.gpu_shared_resource,
+    )
 
 
 def _device_rooms(index: CapacityIndex, free: Free, need: _Need) -> tuple[IntArray, IntArray]:
@@ -98,14 +111,26 @@ def _device_rooms(index: CapacityIndex, free: Free, need: _Need) -> tuple[IntArr
     one pod several replicas of one card); a HAMi card one vGPU per pod; a milli-GPU or
     exclusive card as many shares as fit."""
     hami = (index.rule == RULE_HAMI)[:, None]
-    sliced = (index.rule == RULE_FIXED)[:, None] & (free.replicas > 0)
+    sliced = (index.rule == RULE_SLICED)[:, None]
     shares = np.where(sliced, free.replicas, free.gpu // np.maximum(need.milli, 1)[:, None])
     if need.hami_only:
         shares = np.zeros_like(shares)
     cores_ok = (free.cores >= need.cores_milli).astype(np.int64)
     compute = np.where(hami, cores_ok, shares)
     memory = free.hmem >= need.memory_mib[:, None]
-    return compute, np.where(hami, cores_ok * memory, shares)
+    full = np.where(hami, cores_ok * memory, shares)
+    # kube-scheduler counts nvidia.com/gpu and nvidia.com/gpu.shared as two resources
+    other_name = (index.shared_name != need.shared_name)[:, None]
+    return np.where(other_name, 0, compute), np.where(other_name, 0, full)
+
+
+def _single_rooms(index: CapacityIndex, free: Free, need: _Need) -> IntArray:
+    """Per node in MIG's single strategy: the free instances a whole-GPU request can take."""
+    out = np.zeros(len(index.active), dtype=np.int64)
+    if not need.hami_only:
+        for i, profile in index.single.items():
+            out[i] = free.mig.get(i, {}).get(profile, 0)
+    return out
 
 
 def _mig_short(
@@ -153,10 +178,12 @@ def _masks(
     if req.gpu_count > 0:
         need = _need(index, req)
         compute, fits = _device_rooms(index, free, need)
-        rooms = fits.sum(axis=1)
+        single = _single_rooms(index, free, need)
+        rooms = fits.sum(axis=1) + single
         short = active & (rooms < req.gpu_count)
-        memory_short = short & (compute.sum(axis=1) >= req.gpu_count)
+        memory_short = short & (compute.sum(axis=1) + single >= req.gpu_count)
         split = free.gpu.sum(axis=1) >= need.milli * req.gpu_count
+        split &= (index.rule != RULE_MIG_SINGLE) & (index.shared_name == need.shared_name)
         if need.hami_only:
             split &= index.rule == RULE_HAMI
         reasons[BlockReason.GPU_MEMORY] = memory_short
@@ -172,22 +199,50 @@ def _masks(
     return _Masks(reasons=reasons, missing=missing)
 
 
-def _fits_total(index: CapacityIndex, free: Free, req: ResourceRequest, tasks: int = 1) -> bool:
-    """Whether the cluster's free GPU, summed over nodes, would cover ``tasks`` such requests
-    (one device counted at the smallest share any node would take for it)."""
+def _devices_free(index: CapacityIndex, free: Free, req: ResourceRequest) -> float:
+    """How many devices of ``req`` the cluster's free capacity holds in total, ignoring which
+    node and card it is on: free milli-GPU over the share one device takes, free replicas, or
+    on HAMi cards the smaller of their free cores and memory over what one vGPU takes (each
+    card at most its free vGPUs). What "fits the free total" weighs a request against."""
+    need = _need(index, req)
+    nodes = index.active & (index.gpu_cards > 0) & (index.shared_name == need.shared_name)
+    hami = index.rule == RULE_HAMI
+    if need.hami_only:
+        nodes &= hami
+    sliced = index.rule == RULE_SLICED
+    shares = np.where(
+        sliced, free.replicas.sum(axis=1), free.gpu.sum(axis=1) / np.maximum(need.milli, 1)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        by_cores = np.where(
+            free.cores < 0, 0.0, free.cores / need.cores_milli if need.cores_milli else np.inf
+        )
+        memory = need.memory_mib[:, None]
+        by_memory = np.where(memory > 0, free.hmem / np.maximum(memory, 1), np.inf)
+    vgpus = np.minimum(np.minimum(by_cores, by_memory), free.slots).sum(axis=1)
+    single = _single_rooms(index, free, need)
+    return float(np.where(hami, vgpus, shares + single)[nodes | (single > 0)].sum())
+
+
+def _fits_total(index: CapacityIndex, free: Free, reqs: list[ResourceRequest]) -> bool:
+    """Whether the cluster's free GPU, summed over nodes, would cover all of ``reqs`` at once
+    (each one's devices as a share of what is free for it)."""
+    share = 0.0
+    for req in reqs:
+        if req.gpu_count > 0:
+            total = _devices_free(index, free, req)
+            if total <= 0:
+                return False
+            share += req.gpu_count / total
+    if share > 1.0 + 1e-9:
+        return False
+    wanted: dict[str, int] = {}
+    for req in reqs:
+        for profile, count in req.mig.items():
+            wanted[profile] = wanted.get(profile, 0) + count
     active = index.active
-    if req.gpu_count > 0:
-        need_all = _need(index, req)
-        gpu_nodes = active & (index.gpu_cards > 0)
-        if need_all.hami_only:
-            gpu_nodes &= index.rule == RULE_HAMI
-        need = need_all.milli[gpu_nodes]
-        smallest = int(need.min()) if len(need) else req.gpu_milli
-        if int(free.gpu[gpu_nodes].sum()) < smallest * req.gpu_count * tasks:
-            return False
-    for profile, count in req.mig.items():
-        have = sum(m.get(profile, 0) for i, m in free.mig.items() if active[i])
-        if have < count * tasks:
+    for profile, count in wanted.items():
+        if sum(m.get(profile, 0) for i, m in free.mig.items() if active[i]) < count:
             return False
     return True
 
@@ -208,7 +263,7 @@ def explain_request(
     fits_total = (
         int(index.cpu_free[active].sum()) >= req.cpu_milli
         and int(index.mem_free[active].sum()) >= req.memory_mib
-        and _fits_total(index, free, req)
+        and _fits_total(index, free, [req])
     )
     counts = [(r, int(m.sum())) for r, m in masks.reasons.items()]
     blocking = tuple(sorted(((r, n) for r, n in counts if n), key=lambda rn: (-rn[1], rn[0])))
@@ -302,7 +357,7 @@ def check_gang(
     fits_total = (
         int(free.cpu[active].sum()) >= sum(t.requests.cpu_milli for t in order)
         and int(free.mem[active].sum()) >= sum(t.requests.memory_mib for t in order)
-        and all(_fits_total(index, free, t.requests, tasks=len(order)) for t in order[:1])
+        and _fits_total(index, free, [t.requests for t in order])
     )
     placed = 0
     for task in order:
@@ -337,19 +392,32 @@ def _take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> 
     need = _need(index, req)
     hami = bool(index.rule[node] == RULE_HAMI)
     mib = int(need.memory_mib[node])
+    sliced = bool(index.rule[node] == RULE_SLICED)
+    if node in index.single:  # whole-GPU requests take instances of the node's profile
+        profile = index.single[node]
+        free.mig[node][profile] -= req.gpu_count
+        req = req.model_copy(update={"gpu_count": 0})
     for _ in range(req.gpu_count):
         row = free.gpu[node]
         if hami:
             ok = (free.cores[node] >= need.cores_milli) & (free.hmem[node] >= mib)
+        elif sliced:
+            ok = free.replicas[node] > 0  # replicas, not the milli figure: it is rounded
         else:
             ok = row >= need.milli[node]
         fitting = np.flatnonzero(ok)
         card = int(fitting[int(np.argmin(row[fitting]))])
-        if free.replicas[node, card] > 0:
+        if sliced:
             free.replicas[node, card] -= 1
-        if hami:
+            row[card] = (
+                0 if free.replicas[node, card] == 0 else max(0, row[card] - need.milli[node])
+            )
+        elif hami:
             free.cores[node, card] -= need.cores_milli
             free.hmem[node, card] -= mib
+            free.slots[node, card] -= 1
+            if free.slots[node, card] == 0:
+                free.cores[node, card] = -1  # no vGPU left on the card
             total = int(index.hami_memory[node])
             share = mib * MILLI_PER_GPU // total if total else 0
             row[card] = max(0, int(row[card]) - max(need.cores_milli, share))

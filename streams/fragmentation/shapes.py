@@ -28,7 +28,11 @@ class PodShape:
     """A MIG profile: the pod fits only a free instance of it (``gpu_milli`` is then its
     nominal share of a 7-slice card, for ordering and totals)."""
     gpu_memory_mib: int = 0
-    """HAMi memory cap per card; 0: none asked (HAMi then gives the whole card's memory)."""
+    """HAMi memory cap per card; 0: none asked (HAMi then gives the whole card's memory, or
+    ``gpu_memory_pct`` of it)."""
+    gpu_memory_pct: int = 0
+    hami: bool = False
+    """Asks for HAMi's per-card limits: only HAMi's cards serve it."""
     cores_milli: int = -1
     """HAMi core share per card in milli; -1: none asked (HAMi then reserves no cores)."""
 
@@ -47,7 +51,7 @@ class PodShape:
             return True
         return model is not None and model in allowed
 
-    def sort_key(self) -> tuple[int, int, int, str, str, int, int]:
+    def sort_key(self) -> tuple[int, int, int, str, str, int, int, int]:
         return (
             self.cpu_milli,
             self.gpu_milli,
@@ -56,6 +60,7 @@ class PodShape:
             self.mig,
             self.gpu_memory_mib,
             self.cores_milli,
+            self.gpu_memory_pct,
         )
 
 

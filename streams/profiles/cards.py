@@ -119,7 +119,8 @@ def _memory_need(card: LaidCard, req: ResourceRequest) -> int:
     # HAMi gives a vGPU without gpumem the whole card's memory (its defaultMem, 100 %)
     if req.gpu_memory_mib is not None:
         return req.gpu_memory_mib
-    return card.memory_total_mib or 0
+    total = card.memory_total_mib or 0
+    return total if req.gpu_memory_pct is None else total * req.gpu_memory_pct // 100
 
 
 def _room(card: LaidCard, need: int, req: ResourceRequest) -> bool:
@@ -195,8 +196,30 @@ def _lay_instances(cards: list[LaidCard], bound: Iterable[Bound]) -> int:
     return unplaced
 
 
+def as_instances(req: ResourceRequest, profile: str) -> ResourceRequest:
+    """A whole-GPU request on a node in MIG's single strategy: that many instances of its one
+    profile (HAMi's limits do not apply to MIG instances)."""
+    if req.gpu_count == 0:
+        return req
+    mig = dict(req.mig)
+    mig[profile] = mig.get(profile, 0) + req.gpu_count
+    return req.model_copy(
+        update={
+            "gpu_count": 0,
+            "gpu_milli": 0,
+            "mig": mig,
+            "gpu_memory_mib": None,
+            "gpu_memory_pct": None,
+            "gpu_cores_pct": None,
+        }
+    )
+
+
 def lay_cards(node: Node, bound: Sequence[Bound]) -> CardLayout:
     """The node's cards with the bound pods laid on them."""
+    if node.mig_device_profile is not None:
+        profile = node.mig_device_profile
+        bound = [(k, as_instances(r, profile), ix) for k, r, ix in bound]
     whole = _whole_cards(node)
     mig = mig_layout(node) if node.mig_devices or node.mig_cards else []
     unplaced = _lay_devices(whole, bound) + _lay_instances(mig, bound)

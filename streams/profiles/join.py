@@ -9,7 +9,7 @@ the profile computed from scratch from the final objects.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +27,8 @@ from models import (
     SchedulingEvent,
     TaskProfile,
 )
-from streams.profiles.cards import lay_cards
+from models.cards import SharingMode
+from streams.profiles.cards import LaidCard, lay_cards
 
 # XIDs after which a card should not take new work (NVIDIA's XID catalogue): double-bit ECC,
 # row-remap failure, NVLink error, fallen off the bus, uncontained ECC.
@@ -143,6 +144,24 @@ def _instances(telemetry: dict[CardKey, GpuTelemetry], index: int) -> dict[int, 
     }
 
 
+def _numbered(
+    cards: tuple[LaidCard, ...], telemetry: dict[CardKey, GpuTelemetry]
+) -> list[LaidCard]:
+    """The cards under their physical indices. The node does not say which of its cards are
+    split into MIG instances, so the layout puts the whole ones first; readings of instances
+    say which cards are MIG, and when they name exactly as many cards as there are, those
+    indices go to the MIG cards and the rest, in order, to the whole ones."""
+    mig = [c for c in cards if c.mode is SharingMode.MIG]
+    whole = [c for c in cards if c.mode is not SharingMode.MIG]
+    seen = sorted({i for i, m in telemetry if m is not None})
+    if not mig or not whole or len(seen) != len(mig) or seen[-1] >= len(cards):
+        return list(cards)
+    rest = [i for i in range(len(cards)) if i not in seen]
+    out = [replace(c, index=i) for c, i in zip(whole, rest, strict=True)]
+    out += [replace(c, index=i) for c, i in zip(mig, seen, strict=True)]
+    return sorted(out, key=lambda c: c.index)
+
+
 def holds_resources(task: TaskProfile) -> bool:
     """Bound and not finished: what the scheduler counts against a node."""
     return task.node is not None and task.phase not in TERMINAL_PHASES
@@ -159,7 +178,7 @@ def node_profile(
     held = sorted((t for t in tasks if holds_resources(t)), key=lambda t: t.key)
     layout = lay_cards(node, [(t.key, t.requests, t.gpu_indices) for t in held])
     gpus = []
-    for card in layout.cards:
+    for card in _numbered(layout.cards, telemetry):
         tel = card_telemetry(telemetry, card.index)
         xid = tel.last_xid if tel else None
         total = tel.memory_total_mib if tel and tel.memory_total_mib else card.memory_total_mib
@@ -173,6 +192,7 @@ def node_profile(
                 mig_free={p: n for p, n in card.mig_free.items() if n},
                 mig_used={p: n for p, n in card.mig_used.items() if n},
                 memory_free_mib=card.memory_free_mib,
+                slots_free=card.slots_free if card.mode is SharingMode.HAMI else None,
                 pods=tuple(card.pods),
                 pod_memory_mib=dict(tel.pods) if tel else {},
                 memory_total_mib=total,
@@ -194,6 +214,8 @@ def node_profile(
         taints=node.taints,
         pool=node.pool,
         unschedulable=node.unschedulable,
+        mig_device_profile=node.mig_device_profile,
+        gpu_shared_resource=node.gpu_shared_resource,
         pods=tuple(t.key for t in held),
         updated_at=at,
     )

@@ -193,3 +193,12 @@ def test_a_missing_file_is_one_line() -> None:
     out = gpufrag("inspect", "--kube-json", "/nonexistent/snapshot.json")
     assert out.returncode == 2
     assert out.stderr.strip() == "gpufrag: error: file not found: /nonexistent/snapshot.json"
+
+
+def test_a_snapshot_without_gpu_pods_says_the_fragmentation_means_little(tmp_path: Path) -> None:
+    def nodes_only(body: dict[str, Any]) -> None:
+        body["items"] = [i for i in body["items"] if i["kind"] == "Node"]
+
+    out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, nodes_only)))
+    assert out.returncode == 0, out.stderr
+    assert "no pod in the snapshot asks for a GPU" in out.stdout

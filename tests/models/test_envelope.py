@@ -67,8 +67,9 @@ def test_wrap_derives_key_and_id() -> None:
     assert len(env.id) == 40
     # Pinned: the id must not depend on the process (no hash(), no randomness), or
     # redelivered messages would stop deduplicating after a restart. A new model field changes
-    # it once (here Pod.gpu_memory_limit_mib), which is why it is pinned.
-    assert env.id == "ecc933700c36c22e89cc6e23eac181fc16cebd7e"
+    # it once (here Pod.gpu_memory_limit_mib and the request's HAMi and renamed-replica
+    # fields), which is why it is pinned.
+    assert env.id == "f994b539567c466dedd9586f9505cc4418bb1034"
 
 
 def test_id_differs_when_anything_differs() -> None:

@@ -16,7 +16,7 @@ from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.pending import check_gang, explain_request
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
-from streams.profiles.join import node_profile
+from streams.profiles.join import GpuTelemetry, node_profile
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
 R = BlockReason
@@ -304,19 +304,39 @@ def test_a_hami_request_fits_only_cards_hami_registered() -> None:
 
 
 def test_a_free_replica_is_no_fragment_for_typical_replica_pods() -> None:
-    # one replica free on each of two cards (250 milli each): a typical 1-replica pod uses
-    # either, so nothing is fragment; a typical 2-card pod can use neither
+    # one replica free on each of two cards (250 milli each): a typical pod of one or two
+    # replicas uses them (the device plugin hands out replicas, whichever card), one of three
+    # can use neither
     node = time_sliced(cards=2, replicas=4)
     tasks = [bound(f"ns/p{i}", node.name, req(gpus=1)) for i in range(6)]
-    one = TypicalPods(
-        pods=(TypicalPod(PodShape(1_000, 1_000, 1), 1.0),), coverage=1.0, observed_pods=1
-    )
-    ix = index_of((node, tasks), typical=one)
-    assert ix.idle_milli == 500 and ix.frag_milli == pytest.approx(0.0)
-    two = TypicalPods(
-        pods=(TypicalPod(PodShape(1_000, 1_000, 2), 1.0),), coverage=1.0, observed_pods=1
-    )
-    assert index_of((node, tasks), typical=two).frag_milli == pytest.approx(500.0)
+
+    def frag(replicas: int) -> float:
+        shape = PodShape(1_000, 1_000, replicas)
+        typical = TypicalPods(pods=(TypicalPod(shape, 1.0),), coverage=1.0, observed_pods=1)
+        ix = index_of((node, tasks), typical=typical)
+        assert ix.idle_milli == 500
+        return ix.frag_milli
+
+    assert frag(1) == pytest.approx(0.0) and frag(2) == pytest.approx(0.0)
+    assert frag(3) == pytest.approx(500.0)
+
+
+def test_two_replicas_of_one_card_serve_a_typical_two_replica_pod() -> None:
+    node = time_sliced(cards=1, replicas=4)
+    shape = PodShape(1_000, 1_000, 2)
+    typical = TypicalPods(pods=(TypicalPod(shape, 1.0),), coverage=1.0, observed_pods=1)
+    ix = index_of((node, []), typical=typical)
+    assert explain_request(ix, req(gpus=2)).fits_some_node
+    assert ix.frag_milli == pytest.approx(0.0)
+
+
+def test_a_typical_hami_pod_finds_no_room_on_an_exclusive_card() -> None:
+    shape = PodShape(1_000, 1_000, 1, gpu_memory_mib=4_000, hami=True)
+    typical = TypicalPods(pods=(TypicalPod(shape, 1.0),), coverage=1.0, observed_pods=1)
+    ix = index_of((exclusive(cards=1), []), typical=typical)
+    assert ix.frag_milli == pytest.approx(1_000.0)
+    ix = index_of((hami(cards=1), []), typical=typical)
+    assert ix.frag_milli == pytest.approx(0.0)
 
 
 def test_typical_pods_are_learned_from_mig_and_hami_requests() -> None:
@@ -336,3 +356,143 @@ def test_typical_pods_are_learned_from_mig_and_hami_requests() -> None:
         created_at=T0,
     )
     assert (shape_of(vgpu).gpu_memory_mib, shape_of(vgpu).cores_milli) == (8_000, -1)
+    assert shape_of(vgpu).hami and not shape_of(mig).hami
+
+
+# --- found in review: each of these failed before its fix ---------------------------------------
+
+
+def test_a_hami_card_whose_vgpus_are_all_handed_out_fits_nothing_more() -> None:
+    node = hami(cards=1, split=2)
+    tasks = [bound(f"ns/p{i}", node.name, req(gpus=1, mem_mib=8_000, cores=50)) for i in range(2)]
+    ix = index_of((node, tasks))
+    # 16,768 MiB left, but no vGPU; a request reserving no cores must not slip through
+    out = explain_request(ix, req(gpus=1, mem_mib=2_000))
+    assert not out.fits_some_node and not out.fits_cluster_total
+
+
+def test_a_gang_of_vgpus_stops_at_the_split_count() -> None:
+    ix = index_of((hami(cards=1, split=2), []))
+    members = [
+        TaskProfile(
+            key=f"ns/g{i}",
+            uid=str(i),
+            requests=req(gpus=1, mem_mib=1_000),
+            phase=PodPhase.PENDING,
+            created_at=T0,
+        )
+        for i in range(3)
+    ]
+    assert check_gang(ix, members, 3).placed == 2
+
+
+def test_a_gang_that_fits_the_free_total_but_no_node_is_unplaceable() -> None:
+    # a CPU-only launcher and a 4-GPU worker; 2 free cards on each of two nodes
+    ix = index_of((exclusive("a", cards=2), []), (exclusive("b", cards=2), []))
+    members = [
+        TaskProfile(
+            key="ns/launcher", uid="l", requests=req(), phase=PodPhase.PENDING, created_at=T0
+        ),
+        TaskProfile(
+            key="ns/worker", uid="w", requests=req(gpus=4), phase=PodPhase.PENDING, created_at=T0
+        ),
+    ]
+    check = check_gang(ix, members, 2)
+    assert check.fits_cluster_total and check.unplaceable
+
+
+def test_free_capacity_a_request_cannot_use_does_not_make_it_fit_the_total() -> None:
+    # one whole card free, a time-sliced node full: 4 devices are not there in any sense
+    full = time_sliced("ts", cards=1, replicas=4)
+    held = [bound(f"ns/p{i}", full.name, req(gpus=1)) for i in range(4)]
+    ix = index_of((full, held), (exclusive("ex", cards=1), []))
+    assert not explain_request(ix, req(gpus=4)).fits_cluster_total
+    assert explain_request(ix, req(gpus=1)).fits_some_node
+
+
+@pytest.mark.parametrize("replicas", [36, 48, 64, 128])
+def test_a_gang_takes_no_more_replicas_than_a_card_has(replicas: int) -> None:
+    ix = index_of((time_sliced(cards=1, replicas=replicas), []))
+    small = ResourceRequest(cpu_milli=100, memory_mib=100, gpu_count=1, gpu_milli=1000)
+    members = [
+        TaskProfile(
+            key=f"ns/g{i:03}",
+            uid=str(i),
+            requests=small,
+            phase=PodPhase.PENDING,
+            created_at=T0,
+        )
+        for i in range(replicas + 2)
+    ]
+    assert check_gang(ix, members, replicas + 2).placed == replicas
+
+
+def test_a_hami_memory_share_is_a_share_of_the_card() -> None:
+    node = hami(cards=1, memory_mib=32_768)
+    quarter = ResourceRequest(
+        cpu_milli=1_000, memory_mib=1_024, gpu_count=1, gpu_milli=1000, gpu_memory_pct=25
+    )
+    card = node_profile(node, [bound("ns/a", node.name, quarter)], {}, at=T0).gpus[0]
+    assert card.memory_free_mib == 24_576
+    ix = index_of((node, [bound("ns/a", node.name, quarter)]))
+    assert explain_request(ix, quarter).fits_some_node
+
+
+def test_on_a_mig_single_strategy_node_a_whole_gpu_request_takes_an_instance() -> None:
+    node = Node(
+        name="single",
+        cpu_milli=64_000,
+        memory_mib=262_144,
+        gpu_model="A100-40GB",
+        mig_devices={"1g.5gb": 14},
+        mig_device_profile="1g.5gb",
+    )
+    held = [bound(f"ns/p{i}", node.name, req(gpus=1)) for i in range(12)]
+    profile = node_profile(node, held, {}, at=T0)
+    assert len(profile.gpus) == 2 and [g.mode for g in profile.gpus] == [SharingMode.MIG] * 2
+    assert profile.gpus_allocated == pytest.approx(12 / 7)
+    ix = index_of((node, held))
+    assert explain_request(ix, req(gpus=2)).fits_some_node
+    out = explain_request(ix, req(gpus=3))
+    assert not out.fits_some_node and dict(out.blocking) == {R.GPU_COUNT: 1}
+    assert not out.fits_cluster_total
+    # a typical one-instance pod uses the two free instances: no fragment
+    one = TypicalPods(
+        pods=(TypicalPod(PodShape(1_000, 1_000, 1), 1.0),), coverage=1.0, observed_pods=1
+    )
+    assert index_of((node, held), typical=one).frag_milli == pytest.approx(0.0)
+
+
+def test_instance_readings_say_which_card_of_a_mixed_node_is_split() -> None:
+    node = Node(
+        name="mixed",
+        cpu_milli=64_000,
+        memory_mib=262_144,
+        gpu_model="A100-80GB",
+        gpu_count=1,
+        gpu_sharing=SharingMode.EXCLUSIVE,
+        mig_devices={"3g.40gb": 1, "1g.10gb": 1},
+    )
+    # the exporter reports instances on physical GPU 0: that is the MIG card
+    telemetry = {
+        (0, 1): GpuTelemetry(40_448.0, 1_000.0, None),
+        (0, 9): GpuTelemetry(9_728.0, 2_000.0, None),
+        (1, None): GpuTelemetry(81_920.0, 30_000.0, None),
+    }
+    cards = node_profile(node, [], telemetry, at=T0).gpus
+    assert [(g.index, g.mode) for g in cards] == [(0, SharingMode.MIG), (1, SharingMode.EXCLUSIVE)]
+    assert cards[0].memory_used_mib == 3_000.0 and cards[1].memory_used_mib == 30_000.0
+    # without readings, the whole cards come first
+    plain = node_profile(node, [], {}, at=T0).gpus
+    assert [(g.index, g.mode) for g in plain] == [(0, SharingMode.EXCLUSIVE), (1, SharingMode.MIG)]
+
+
+def test_renamed_replicas_serve_only_pods_that_ask_for_them_by_that_name() -> None:
+    # the device plugin's renameByDefault: replicas are advertised as nvidia.com/gpu.shared
+    renamed = time_sliced("renamed").model_copy(update={"gpu_shared_resource": True})
+    ix = index_of((renamed, []), (exclusive("ex", cards=1), []))
+    plain = explain_request(ix, req(gpus=2))
+    assert not plain.fits_some_node and dict(plain.blocking) == {R.GPU_COUNT: 2}
+    assert not plain.fits_cluster_total  # one nvidia.com/gpu free in the whole cluster
+    shared = req(gpus=2).model_copy(update={"gpu_shared_resource": True})
+    assert explain_request(ix, shared).fits_some_node

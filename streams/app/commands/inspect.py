@@ -70,6 +70,11 @@ def _print_text(view: Inspection, snapshot: Snapshot) -> None:
         f"{view.frag_amount_pct:.1f} % of all GPUs, {view.frag_ratio_pct:.1f} % of idle GPUs "
         f"(against {view.typical_pods} typical pod shapes learned from this snapshot)"
     )
+    if not view.typical_gpu_pods:
+        echo(
+            "  no pod in the snapshot asks for a GPU: every idle GPU counts as fragment for the "
+            "CPU-only pods it has, so the fragmentation says little here"
+        )
     for node in view.nodes:
         if not node.cards:
             continue
@@ -93,7 +98,7 @@ def _print_text(view: Inspection, snapshot: Snapshot) -> None:
         if p.blocking:
             on = [f"{r} on {n} node{'' if n == 1 else 's'}" for r, n in p.blocking.items()]
             echo("    blocked by " + ", ".join(on))
-        for m in p.near_misses:
+        for m in () if p.fits_some_node else p.near_misses:
             echo(f"    closest: {m.node} lacks " + ", ".join(r.value for r in m.reasons))
         if p.scheduler_message:
             echo(f"    kube-scheduler: {p.scheduler_message}")

@@ -176,6 +176,8 @@ def test_a_product_naming_no_model_is_a_mapping_error_naming_the_label() -> None
         ("NVIDIA-RTX-6000-Ada-Generation", None, "RTX-6000-ADA-GENERATION"),
         ("NVIDIA-H800", None, "H800"),
         ("NVIDIA-H20", None, "H20"),
+        ("NVIDIA-RTX-A6000-SHARED", None, "RTX-A6000"),  # time-sliced: GFD appends -SHARED
+        ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb", None, "A100-40GB"),  # MIG single strategy
         ("NVIDIA-GH200-480GB", None, "GH200-480GB"),
         ("NVIDIA-RTX-A6000", None, "RTX-A6000"),
         ("---", None, None),
@@ -244,3 +246,32 @@ async def test_nodes_with_newer_gpus_are_mapped_and_counted(
         (model, 4) for model in NEWER_PRODUCTS.values()
     )
     assert sum(n.gpu_count for n in nodes) == 4 * len(NEWER_PRODUCTS)
+
+
+def test_a_mig_single_strategy_node_advertises_instances_as_gpus() -> None:
+    # GFD in the single strategy names the instance as the product and counts instances
+    n = node(
+        "mig-single",
+        gpus=14,
+        labels={
+            "nvidia.com/mig.strategy": "single",
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+            "nvidia.com/gpu.count": "14",
+            "nvidia.com/gpu.memory": "4864",
+        },
+    )
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.gpu_model, out.gpu_count, out.gpu_memory_mib) == ("A100-40GB", 0, None)
+    assert out.mig_devices == {"1g.5gb": 14} and out.mig_device_profile == "1g.5gb"
+
+
+def test_a_hami_node_without_gfd_labels_takes_its_model_from_hamis_registration() -> None:
+    n = node(
+        "hami-4",
+        gpus=0,
+        product=None,
+        allocatable={"nvidia.com/gpu": "20"},
+        annotations={"hami.io/node-nvidia-register": HAMI_V100},
+    )
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert (out.gpu_model, out.gpu_count, out.sharing) == ("V100M32", 2, SharingMode.HAMI)

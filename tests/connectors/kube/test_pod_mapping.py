@@ -264,6 +264,7 @@ def mps(*values: str) -> list[V1Container]:
         (("0=8G",), 8192),
         (("0=7680M,1=16G",), 7680),  # the first device a container sees: its shared card
         (("1=2G,0=4096MB",), 4096),
+        (("0=512K",), 1),  # rounded up to a whole MiB
         (("0=2G", "0=1G"), 3072),  # two containers' processes share the card together
     ],
 )
@@ -281,3 +282,10 @@ def test_an_unreadable_mps_limit_names_the_container_and_variable() -> None:
 
 def test_a_pod_without_an_enforced_limit_has_none() -> None:
     assert pod_from_kube(pod("plain", gpus=1), gangs=no_gangs, now=NOW).gpu_memory_limit_mib is None
+
+
+def test_renamed_replicas_are_asked_for_by_their_name() -> None:
+    p = pod("ts", containers=[container(limits={"nvidia.com/gpu.shared": "2"})])
+    r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
+    assert (r.gpu_count, r.gpu_shared_resource) == (2, True)
+    assert not pod_from_kube(pod("w", gpus=1), gangs=no_gangs, now=NOW).requests.gpu_shared_resource
