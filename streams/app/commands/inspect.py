@@ -97,7 +97,8 @@ def _print_text(view: Inspection, snapshot: Snapshot) -> None:
         echo(f"  {p.pod}: {verdict}")
         if p.blocking:
             on = [f"{r} on {n} node{'' if n == 1 else 's'}" for r, n in p.blocking.items()]
-            echo("    blocked by " + ", ".join(on))
+            lead = "other nodes blocked by " if p.fits_some_node else "blocked by "
+            echo("    " + lead + ", ".join(on))
         for m in () if p.fits_some_node else p.near_misses:
             echo(f"    closest: {m.node} lacks " + ", ".join(r.value for r in m.reasons))
         if p.scheduler_message:
