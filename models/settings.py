@@ -26,6 +26,7 @@ __all__ = [
     "KubeSettings",
     "NearMemoryLimitSettings",
     "NvmlSettings",
+    "OomStormSettings",
     "StoreSettings",
     "StrandedGpusSettings",
     "TraceSettings",
@@ -84,6 +85,21 @@ class NearMemoryLimitSettings(_Group):
     brief peak is no warning, a pod parked at its limit is one allocation from an OOM."""
 
 
+class OomStormSettings(_Group):
+    enabled: bool = True
+    """Signal bursts of OOM kills and GPU out-of-memory exits on one card, node or
+    namespace (or Kueue/Volcano queue), with the victims and the suspected aggressor."""
+    card_events: Annotated[int, Field(ge=1)] = 3
+    """OOMs on one card within ``card_window_s`` that make a storm..."""
+    card_window_s: Annotated[float, Field(gt=0)] = 60.0
+    node_events: Annotated[int, Field(ge=1)] = 5
+    node_window_s: Annotated[float, Field(gt=0)] = 120.0
+    namespace_events: Annotated[int, Field(ge=1)] = 10
+    namespace_window_s: Annotated[float, Field(gt=0)] = 300.0
+    quiet_s: Annotated[float, Field(gt=0)] = 300.0
+    """A storm resolves after this many event-time seconds without a new OOM in its scope."""
+
+
 class DetectorSettings(_Group):
     """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
 
@@ -91,6 +107,7 @@ class DetectorSettings(_Group):
     fragmentation: FragmentationSettings = FragmentationSettings()
     unplaceable_pending: UnplaceablePendingSettings = UnplaceablePendingSettings()
     near_memory_limit: NearMemoryLimitSettings = NearMemoryLimitSettings()
+    oom_storm: OomStormSettings = OomStormSettings()
 
 
 class TraceSettings(_Group):

@@ -32,6 +32,7 @@ class Scope(StrEnum):
     NODE = "node"
     GPU = "gpu"
     QUEUE = "queue"
+    NAMESPACE = "namespace"
     POD = "pod"
 
 

@@ -310,6 +310,13 @@ class WindowOperator(Generic[V]):
             st.open = {datetime.fromisoformat(s) for s in body["open"]}
             self.keys[name.removeprefix("w/")] = st
 
+    def state_entries(self) -> dict[str, bytes]:
+        """All of the state as entries ``restore`` takes, for a host that keeps it whole
+        rather than by changes (a detector with a few keys)."""
+        out = {f"w/{key}": self._encode_key(st) for key, st in sorted(self.keys.items())}
+        out[CLOCK] = orjson.dumps({"now": None if self._now is None else self._now.isoformat()})
+        return out
+
     def values_of(self, key: str) -> Sequence[V]:
         """The items the key holds now (for a detector that reads its window between events)."""
         st = self.keys.get(key)

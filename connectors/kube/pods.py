@@ -29,6 +29,7 @@ from connectors.kube.gpu import (
     mig_profile,
 )
 from connectors.kube.gpu_limits import mps_limit_mib
+from connectors.kube.gpu_oom import gpu_oom_reason
 from connectors.kube.objects import MappingError, aware, refused_fields, tolerations_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import (
@@ -308,6 +309,8 @@ class OomKill:
     finished_at: datetime | None
     exit_code: int | None
     message: str | None
+    reason: str = "OOMKilled"
+    """``OOMKilled`` (the kernel's), or ``CudaOOM`` (a GPU allocation failed)."""
 
     @property
     def identity(self) -> str:
@@ -327,7 +330,8 @@ def _statuses(status: Any) -> Iterator[Any]:
 
 
 def oom_kills(pod: Any) -> list[OomKill]:
-    """Each distinct container run the status says was OOMKilled (current or last state)."""
+    """Each distinct container run the status says was OOMKilled, or whose termination
+    message is a GPU out-of-memory exit (current or last state)."""
     status = pod.status
     if status is None:
         return []
@@ -335,7 +339,10 @@ def oom_kills(pod: Any) -> list[OomKill]:
     for cs in _statuses(status):
         for state in (cs.state, cs.last_state):
             term = state.terminated if state is not None else None
-            if term is None or term.reason != "OOMKilled":
+            if term is None:
+                continue
+            reason = "OOMKilled" if term.reason == "OOMKilled" else gpu_oom_reason(term.message)
+            if reason is None:
                 continue
             kill = OomKill(
                 container=cs.name,
@@ -343,6 +350,7 @@ def oom_kills(pod: Any) -> list[OomKill]:
                 finished_at=aware(term.finished_at),
                 exit_code=term.exit_code,
                 message=term.message,
+                reason=reason,
             )
             seen.setdefault(kill.identity, kill)
     return list(seen.values())

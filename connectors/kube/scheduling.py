@@ -71,12 +71,13 @@ def scheduler_event(event: Any, *, count: int) -> SchedulerEvent:
 def oom_event(
     kill: OomKill, *, namespace: str, name: str, uid: str, node: str | None
 ) -> SchedulerEvent:
-    """A container OOM kill as a scheduling event with reason OOMKilled."""
+    """A container OOM kill as a scheduling event with its reason (OOMKilled or CudaOOM)."""
     code = f" (exit code {kill.exit_code})" if kill.exit_code is not None else ""
-    detail = f": {kill.message}" if kill.message else ""
+    detail = f": {kill.message[:1000]}" if kill.message else ""
+    what = "OOMKilled" if kill.reason == "OOMKilled" else "out of GPU memory"
     return SchedulerEvent(
-        reason="OOMKilled",
-        message=f"container {kill.container} was OOMKilled{code}{detail}",
+        reason=kill.reason,
+        message=f"container {kill.container} was {what}{code}{detail}",
         pod_namespace=namespace,
         pod_name=name,
         pod_uid=uid or None,

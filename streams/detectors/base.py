@@ -71,3 +71,8 @@ class Detector(Generic[S]):
 
     def restore_clock(self, state: dict[str, object]) -> None:
         del state
+
+    def rebuilt(self) -> None:
+        """The view was just rebuilt from saved profiles, which this detector heard as changes:
+        forget what that replay made it think happened (``restore_clock`` follows when the
+        detector saved a clock)."""

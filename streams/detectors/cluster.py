@@ -214,6 +214,7 @@ class ClusterAnalysis:
             self._rebuild_typical(datetime.fromisoformat(view_clock["now"]))
         self.view.restore_clock(view_clock)
         for d in self.detectors:
+            d.rebuilt()
             if d.name in clock:
                 d.restore_clock(clock[d.name])
         self.book.open = opened

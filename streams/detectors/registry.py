@@ -7,6 +7,7 @@ from typing import Any
 from streams.detectors.base import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
 from streams.detectors.memory_limit import NearMemoryLimit
+from streams.detectors.oom_storm import OomStorm
 from streams.detectors.stranded import StrandedGpus
 from streams.detectors.unplaceable import UnplaceablePending
 
@@ -15,4 +16,5 @@ DETECTORS: tuple[type[Detector[Any]], ...] = (
     ClusterFragmentationDetector,
     UnplaceablePending,
     NearMemoryLimit,
+    OomStorm,
 )

@@ -34,6 +34,8 @@ from streams.profiles.cards import LaidCard, lay_cards
 # row-remap failure, NVLink error, fallen off the bus, uncontained ECC.
 UNHEALTHY_XIDS = frozenset({48, 64, 74, 79, 95})
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
+"""A container killed by the kernel for memory, or exited because a GPU allocation failed."""
 COUNTED_OOMS = 16
 """OOM-kill event ids a task profile remembers to count each kill once."""
 
@@ -348,7 +350,7 @@ def task_step(
         return new, [TaskProfileUpdate(key, new, at)], []
     if isinstance(item, SchedulingEvent):
         e = item.event
-        if e.reason != "OOMKilled" or prev is None:
+        if e.reason not in OOM_REASONS or prev is None:
             return prev, [], []
         if event_id is not None and event_id in prev.counted_ooms:
             return prev, [], []  # the same kill again (redelivered, re-listed)
