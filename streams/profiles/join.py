@@ -28,11 +28,11 @@ from models import (
     TaskProfile,
 )
 from models.cards import SharingMode
+from models.xid import XID_TABLE
 from streams.profiles.cards import LaidCard, lay_cards
 
-# XIDs after which a card should not take new work (NVIDIA's XID catalogue): double-bit ECC,
-# row-remap failure, NVLink error, fallen off the bus, uncontained ECC.
-UNHEALTHY_XIDS = frozenset({48, 64, 74, 79, 95})
+UNHEALTHY_XIDS = frozenset(c for c, i in XID_TABLE.items() if i.takes_card_out)
+"""XIDs after which a card takes no new work until it is reset (``models/xid.py``)."""
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
 """A container killed by the kernel for memory, or exited because a GPU allocation failed."""
