@@ -74,7 +74,7 @@ class OomStorm(Detector[OomStormSettings]):
             for s in self.scopes
         }
         self.counted: dict[str, int] = {}
-        """Each pod's OOM count last seen: a rise is that many new OOMs."""
+        """Each pod's OOM count last seen, for pods with one: a rise is that many new OOMs."""
         self.memory: dict[str, list[tuple[datetime, float]]] = {}
         """Each pod's own GPU memory over the longest window, from the node profiles."""
         self.storms: dict[str, _Storm] = {}
@@ -103,7 +103,12 @@ class OomStorm(Detector[OomStormSettings]):
             self.memory.pop(key, None)
             return []
         before = self.counted.get(key, 0)
-        self.counted[key] = task.oom_count
+        # only pods that had an OOM: the counts persist with the clock, which is written
+        # whenever it changes, and a cluster's pods are mostly never killed
+        if task.oom_count:
+            self.counted[key] = task.oom_count
+        else:
+            self.counted.pop(key, None)
         now = self.view.now
         if task.oom_count <= before or now is None:
             return []
@@ -198,7 +203,8 @@ class OomStorm(Detector[OomStormSettings]):
 
     def advance(self, at: datetime) -> list[Signal]:
         for w in self.windows.values():
-            w.advance(at)
+            if w.keys:  # an idle window's clock need not move, nor the state written for it
+                w.advance(at)
         quiet = timedelta(seconds=self.settings.quiet_s)
         out: list[Signal] = []
         for fp_id, storm in sorted(self.storms.items()):
@@ -216,7 +222,7 @@ class OomStorm(Detector[OomStormSettings]):
         # the pods' memory history is not kept: after a restart the aggressor is found from
         # the samples seen since (a window's worth), rather than a table write per sample
         windows = {
-            scope.value: {k: v.decode() for k, v in w.state_entries().items()}
+            scope.value: {k: v.decode() for k, v in w.state_entries().items() if k != "clock"}
             for scope, w in self.windows.items()
         }
         return {

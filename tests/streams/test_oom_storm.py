@@ -163,3 +163,15 @@ def test_a_restart_mid_incident_gives_the_same_signals() -> None:
         before = [(s.state, s.scope_id, s.opened_at) for s in play(analysis(), INCIDENT[:cut])]
         after = [(s.state, s.scope_id, s.opened_at) for s in play(second, INCIDENT[cut:])]
         assert before + after == whole, cut
+
+
+def test_pods_never_killed_add_nothing_to_the_saved_clock() -> None:
+    # the clock entry is written whenever it changes (every instant, with the view's time): a
+    # count per pod would grow it with the cluster
+    a = analysis()
+    for i in range(200):
+        a.apply(task(f"serving/p{i}", 1, node="ts-0"))
+    a.advance(at(1))
+    (storms,) = [d for d in a.detectors if d.name == "oom_storm"]
+    assert storms.clock_state()["counted"] == {}
+    assert all(w == {} for w in storms.clock_state()["windows"].values())  # type: ignore[union-attr]
