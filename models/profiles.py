@@ -139,6 +139,16 @@ class NodeProfile(Frozen):
             if g.healthy and g.mode is not SharingMode.MIG and g.milli_free == MILLI_PER_GPU
         )
 
+    def pod_memory(self) -> dict[str, tuple[int, float]]:
+        """Each pod's own GPU memory where a reading names it: pod -> (card index, MiB), the
+        card where it holds the most (a limit and a growth are per card, not summed)."""
+        out: dict[str, tuple[int, float]] = {}
+        for g in self.gpus:
+            for pod, mib in g.pod_memory_mib.items():
+                if pod not in out or mib > out[pod][1]:
+                    out[pod] = (g.index, mib)
+        return out
+
     @property
     def gpus_allocated(self) -> float:
         """Allocated share in card units, summed over the cards."""

@@ -282,8 +282,11 @@ class WindowOperator(Generic[V]):
             st = self.keys.get(key)
             out[f"w/{key}"] = None if st is None else self._encode_key(st)
         self._dirty.clear()
-        out[CLOCK] = orjson.dumps({"now": None if self._now is None else self._now.isoformat()})
+        out[CLOCK] = self._clock_entry()
         return out
+
+    def _clock_entry(self) -> bytes:
+        return orjson.dumps({"now": None if self._now is None else self._now.isoformat()})
 
     def _encode_key(self, st: _KeyState[V]) -> bytes:
         return orjson.dumps(
@@ -314,7 +317,7 @@ class WindowOperator(Generic[V]):
         """All of the state as entries ``restore`` takes, for a host that keeps it whole
         rather than by changes (a detector with a few keys)."""
         out = {f"w/{key}": self._encode_key(st) for key, st in sorted(self.keys.items())}
-        out[CLOCK] = orjson.dumps({"now": None if self._now is None else self._now.isoformat()})
+        out[CLOCK] = self._clock_entry()
         return out
 
     def values_of(self, key: str) -> Sequence[V]:

@@ -18,7 +18,7 @@ import orjson
 from kubernetes_asyncio.client import ApiClient
 
 from connectors.kube.nodes import node_from_kube
-from connectors.kube.objects import MappingError
+from connectors.kube.objects import MappingError, name_of
 from connectors.kube.pods import pod_from_kube
 from models import Node, Pod
 
@@ -54,14 +54,6 @@ def _items(data: bytes, source: str) -> list[Any]:
     return list(body["items"])
 
 
-def _where(i: int, raw: dict[str, Any]) -> str:
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta, dict) else None
-    namespace = meta.get("namespace") if isinstance(meta, dict) else None
-    who = f"{namespace}/{name}" if namespace else str(name or f"items[{i}]")
-    return f"{raw.get('kind')} {who}"
-
-
 def _scheduler_message(raw: dict[str, Any]) -> str | None:
     status = raw.get("status")
     conditions = status.get("conditions") if isinstance(status, dict) else None
@@ -92,7 +84,8 @@ def _read_items(
         if not isinstance(raw, dict) or kind not in _MODELS:
             out.other_kinds[str(kind or type(raw).__name__)] += 1
             continue
-        where = f"{source}: {_where(i, raw)}"
+        who = name_of(raw)
+        where = f"{source}: {kind} {who if who != '?' else f'items[{i}]'}"
         try:
             obj = client.deserialize(SimpleNamespace(data=orjson.dumps(raw)), _MODELS[kind])
             if kind == "Node":

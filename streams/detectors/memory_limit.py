@@ -43,11 +43,8 @@ class NearMemoryLimit(Detector[NearMemoryLimitSettings]):
 
     def on_node(self, name: str) -> list[Signal]:
         profile = self.view.nodes.get(name)
-        seen: dict[str, _Use] = {}
-        for g in profile.gpus if profile is not None else ():
-            for pod, mib in g.pod_memory_mib.items():
-                if pod not in seen or mib > seen[pod].used_mib:
-                    seen[pod] = _Use(name, g.index, mib)
+        figures = profile.pod_memory() if profile is not None else {}
+        seen = {pod: _Use(name, index, mib) for pod, (index, mib) in figures.items()}
         out: list[Signal] = []
         for pod in [p for p, u in self.use.items() if u.node == name and p not in seen]:
             del self.use[pod]

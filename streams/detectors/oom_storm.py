@@ -57,21 +57,24 @@ class OomStorm(Detector[OomStormSettings]):
 
     def __init__(self, view: ClusterView, book: SignalBook, settings: OomStormSettings):
         super().__init__(view, book, settings)
-        self.scopes = (
-            _Scope(Scope.GPU, settings.card_events, settings.card_window_s, Severity.CRITICAL),
-            _Scope(Scope.NODE, settings.node_events, settings.node_window_s, Severity.CRITICAL),
-            _Scope(
-                Scope.NAMESPACE,
-                settings.namespace_events,
-                settings.namespace_window_s,
-                Severity.WARNING,
-            ),
-        )
+        self.scopes = {
+            s.scope: s
+            for s in (
+                _Scope(Scope.GPU, settings.card_events, settings.card_window_s, Severity.CRITICAL),
+                _Scope(Scope.NODE, settings.node_events, settings.node_window_s, Severity.CRITICAL),
+                _Scope(
+                    Scope.NAMESPACE,
+                    settings.namespace_events,
+                    settings.namespace_window_s,
+                    Severity.WARNING,
+                ),
+            )
+        }
         self.windows = {
-            s.scope: WindowOperator[Kill](
+            scope: WindowOperator[Kill](
                 WindowSpec(length_s=s.window_s), encode=_kill_json, decode=_kill_of
             )
-            for s in self.scopes
+            for scope, s in self.scopes.items()
         }
         self.counted: dict[str, int] = {}
         """Each pod's OOM count last seen, for pods with one: a rise is that many new OOMs."""
@@ -85,14 +88,13 @@ class OomStorm(Detector[OomStormSettings]):
         profile, now = self.view.nodes.get(name), self.view.now
         if profile is None or now is None:
             return []
-        keep = now - timedelta(seconds=max(s.window_s for s in self.scopes))
-        for g in profile.gpus:
-            for pod, mib in g.pod_memory_mib.items():
-                seen = self.memory.setdefault(pod, [])
-                if not seen or seen[-1] != (now, mib):
-                    seen.append((now, mib))
-                while seen and seen[0][0] < keep:
-                    seen.pop(0)
+        keep = now - timedelta(seconds=max(s.window_s for s in self.scopes.values()))
+        for pod, (_, mib) in profile.pod_memory().items():
+            seen = self.memory.setdefault(pod, [])
+            if not seen or seen[-1] != (now, mib):
+                seen.append((now, mib))
+            while seen and seen[0][0] < keep:
+                seen.pop(0)
         return []
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
@@ -132,7 +134,7 @@ class OomStorm(Detector[OomStormSettings]):
         return out
 
     def _take(self, scope: Scope, scope_id: str, item: Keyed[Kill]) -> list[Signal]:
-        spec = next(s for s in self.scopes if s.scope is scope)
+        spec = self.scopes[scope]
         out: list[Signal] = []
         for event in self.windows[scope].apply(item):
             if event.kind == "update" or event.kind == "open":

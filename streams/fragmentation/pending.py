@@ -45,27 +45,30 @@ class Free:
     mig: dict[int, dict[str, int]]
 
     @classmethod
-    def of(cls, index: CapacityIndex, *, copy: bool = False) -> Free:
-        if not copy:
-            return cls(
-                index.cpu_free,
-                index.mem_free,
-                index.gpu_free,
-                index.replicas_free,
-                index.slots_free,
-                index.cores_free,
-                index.hmem_free,
-                index.mig_free,
-            )
+    def of(cls, index: CapacityIndex) -> Free:
+        """The index's own arrays, read only."""
         return cls(
-            index.cpu_free.copy(),
-            index.mem_free.copy(),
-            index.gpu_free.copy(),
-            index.replicas_free.copy(),
-            index.slots_free.copy(),
-            index.cores_free.copy(),
-            index.hmem_free.copy(),
-            {i: dict(m) for i, m in index.mig_free.items()},
+            index.cpu_free,
+            index.mem_free,
+            index.gpu_free,
+            index.replicas_free,
+            index.slots_free,
+            index.cores_free,
+            index.hmem_free,
+            index.mig_free,
+        )
+
+    def copy(self) -> Free:
+        """A scratch copy to place on."""
+        return Free(
+            self.cpu.copy(),
+            self.mem.copy(),
+            self.gpu.copy(),
+            self.replicas.copy(),
+            self.slots.copy(),
+            self.cores.copy(),
+            self.hmem.copy(),
+            {i: dict(m) for i, m in self.mig.items()},
         )
 
 
@@ -348,7 +351,7 @@ def check_gang(
     fit), which is what a gang scheduler's packing does in the common case; failing that the
     gang cannot start.
     """
-    free = Free.of(index, copy=True)
+    free = Free.of(index).copy()
     order = sorted(
         members,
         key=lambda t: (-t.requests.total_gpu_milli, -t.requests.cpu_milli, t.key),

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from pydantic import BaseModel
+
 from models import (
+    DetectorSettings,
     GangRef,
     GpuState,
     NodeProfile,
@@ -75,3 +78,16 @@ def task(
         tolerations=tolerations,
         created_at=T0,
     )
+
+
+def only_detector(name: str, settings: BaseModel | None = None) -> DetectorSettings:
+    """Detector settings with every detector but ``name`` turned off (``settings``: its own
+    group, else its defaults), so a scenario table lists that detector's signals alone."""
+    groups: dict[str, object] = {}
+    for field, info in DetectorSettings.model_fields.items():
+        group = info.default
+        if field == name:
+            groups[field] = settings or group
+        else:
+            groups[field] = group.model_copy(update={"enabled": False})
+    return DetectorSettings.model_validate(groups)

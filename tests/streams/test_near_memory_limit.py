@@ -9,7 +9,6 @@ from datetime import datetime
 import pytest
 
 from models import (
-    DetectorSettings,
     GpuState,
     NodeProfile,
     PodPhase,
@@ -19,24 +18,16 @@ from models import (
 )
 from models.cards import SharingMode
 from models.settings import (
-    FragmentationSettings,
     NearMemoryLimitSettings,
-    StrandedGpusSettings,
-    UnplaceablePendingSettings,
 )
 from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
-from tests.streams.profiles_helpers import T0, at
+from tests.streams.profiles_helpers import T0, at, only_detector
 
 POD = "llm/lora-0"
 OTHER = "llm/lora-1"
-ONLY_THIS = DetectorSettings(
-    stranded_gpus=StrandedGpusSettings(enabled=False),
-    fragmentation=FragmentationSettings(enabled=False),
-    unplaceable_pending=UnplaceablePendingSettings(enabled=False),
-    near_memory_limit=NearMemoryLimitSettings(threshold_pct=95, for_s=60),
-)
+ONLY_THIS = only_detector("near_memory_limit", NearMemoryLimitSettings(threshold_pct=95, for_s=60))
 
 
 def task(key: str, *, limit: int | None = 8_000) -> TaskProfileUpdate:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from models import (
-    DetectorSettings,
     GpuState,
     NodeProfile,
     PodPhase,
@@ -17,23 +16,12 @@ from models import (
     TaskProfile,
 )
 from models.cards import SharingMode
-from models.settings import (
-    FragmentationSettings,
-    NearMemoryLimitSettings,
-    StrandedGpusSettings,
-    UnplaceablePendingSettings,
-)
 from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
-from tests.streams.profiles_helpers import T0, at
+from tests.streams.profiles_helpers import T0, at, only_detector
 
-ONLY_STORMS = DetectorSettings(
-    stranded_gpus=StrandedGpusSettings(enabled=False),
-    fragmentation=FragmentationSettings(enabled=False),
-    unplaceable_pending=UnplaceablePendingSettings(enabled=False),
-    near_memory_limit=NearMemoryLimitSettings(enabled=False),
-)
+ONLY_STORMS = only_detector("oom_storm")
 AGGRESSOR = "notebooks/greedy"
 VICTIMS = [f"serving/v{i}" for i in range(1, 5)]
 ON_CARD = (AGGRESSOR, *VICTIMS)
