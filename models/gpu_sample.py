@@ -53,6 +53,9 @@ class GpuSample(Frozen):
     """A remap waits for a GPU reset: the card keeps failing (XID 63/64) until it is drained."""
     row_remap_failed: bool | None = None
     """Remapping ran out of spare rows: the card needs service, not a reset."""
+    ecc_uncorrected_volatile: Count | None = None
+    """Uncorrectable (double-bit) ECC errors since the driver loaded; a rise is a new error,
+    a drop means the card was reset."""
 
     @model_validator(mode="after")
     def _used_within_total(self) -> GpuSample:

@@ -72,6 +72,10 @@ class Node(Frozen):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    problems: dict[str, str] = Field(default_factory=dict)
+    """Problem conditions that hold (Node Problem Detector's, such as ``KernelDeadlock`` or a
+    GPU check's own): condition type -> its reason and message. The kubelet's own conditions
+    are not problems here; it taints the node for those itself."""
     pool: str | None = None
 
     @model_validator(mode="after")

@@ -52,7 +52,14 @@ class GpuState(Frozen):
     """MIG: each instance's own reading (DCGM's GPU_I_ID -> MiB used); the card's figure is
     their sum."""
     healthy: bool = True
+    """Takes new work: no fault on the card and no problem condition on its node."""
     last_xid: XidCode | None = None
+    fault: str | None = None
+    """What took the card out (a fatal XID, uncorrectable ECC errors, a row remap pending or
+    failed), until the evidence clears (``streams/profiles/health.py``)."""
+    fault_code: XidCode | None = None
+    """The XID of ``fault`` when an XID is what it is."""
+    fault_since: UtcDatetime | None = None
 
     @property
     def free_units(self) -> int:
@@ -90,6 +97,8 @@ class NodeProfile(Frozen):
     taints: tuple[Taint, ...] = ()
     pool: str | None = None
     unschedulable: bool = False
+    problems: dict[str, str] = Field(default_factory=dict)
+    """As Node.problems."""
     mig_device_profile: str | None = None
     """As Node.mig_device_profile: a pod's whole-GPU request takes an instance of it."""
     gpu_shared_resource: bool = False

@@ -20,6 +20,7 @@ __all__ = [
     "DcgmSettings",
     "DetectorSettings",
     "FragmentationSettings",
+    "GpuHealthSettings",
     "GpufragSettings",
     "KafkaSettings",
     "KubeResource",
@@ -100,6 +101,17 @@ class OomStormSettings(_Group):
     """A storm resolves after this many event-time seconds without a new OOM in its scope."""
 
 
+class GpuHealthSettings(_Group):
+    enabled: bool = True
+    """Signal cards taken out by a fatal XID, uncorrectable ECC errors or HBM row remapping,
+    and nodes with a problem condition; the cards leave capacity either way."""
+    recover_after_s: Annotated[float, Field(gt=0)] = 600.0
+    """A faulted card comes back after this many event-time seconds without new evidence,
+    once nothing still says it needs a reset (a pending or failed row remap, or an exporter
+    that keeps reporting the XID and does not count them). Twice dcgm-exporter's default XID
+    counting window (300 s), so one quiet window is not taken for a recovery."""
+
+
 class DetectorSettings(_Group):
     """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
 
@@ -108,6 +120,7 @@ class DetectorSettings(_Group):
     unplaceable_pending: UnplaceablePendingSettings = UnplaceablePendingSettings()
     near_memory_limit: NearMemoryLimitSettings = NearMemoryLimitSettings()
     oom_storm: OomStormSettings = OomStormSettings()
+    gpu_health: GpuHealthSettings = GpuHealthSettings()
 
 
 class TraceSettings(_Group):

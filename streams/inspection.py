@@ -24,6 +24,7 @@ from streams.profiles.join import (
     task_profile,
     telemetry_of,
 )
+from streams.profiles.operators import DEFAULT_RECOVER_S
 
 __all__ = ["CardView", "Inspection", "NodeView", "PendingView", "inspect_cluster"]
 
@@ -126,12 +127,15 @@ def _detail(card: GpuState) -> str:
 
 
 def _telemetry(
-    samples: Iterable[GpuSample], uids: dict[str, str]
+    samples: Iterable[GpuSample], uids: dict[str, str], *, at: datetime
 ) -> dict[str, dict[CardKey, GpuTelemetry]]:
+    # one instant: a fault read now stays (no time passes in a snapshot to recover in)
     out: dict[str, dict[CardKey, GpuTelemetry]] = defaultdict(dict)
     for s in samples:
         card = (s.gpu_index, s.mig_instance)
-        out[s.node][card] = telemetry_of(s, out[s.node].get(card), uids)
+        out[s.node][card] = telemetry_of(
+            s, out[s.node].get(card), uids, at=at, recover_after_s=DEFAULT_RECOVER_S
+        )
     return out
 
 
@@ -145,7 +149,7 @@ def inspect_cluster(
     scheduler_messages: dict[str, str] | None = None,
 ) -> Inspection:
     tasks = {p.key: task_profile(p, None, at=at) for p in pods}
-    telemetry = _telemetry(samples, {t.uid: k for k, t in tasks.items() if t.uid})
+    telemetry = _telemetry(samples, {t.uid: k for k, t in tasks.items() if t.uid}, at=at)
     view = ClusterView(settings=settings, typical=None)
     on_node: dict[str, list[TaskProfile]] = defaultdict(list)
     for t in tasks.values():

@@ -33,10 +33,10 @@ class PipelineDef:
         return TaskJoin()
 
     def node_join(self) -> NodeJoin:
-        return NodeJoin()
+        return NodeJoin(recover_after_s=self.detectors.gpu_health.recover_after_s)
 
     def join(self) -> ProfileJoin:
-        return ProfileJoin()
+        return ProfileJoin(recover_after_s=self.detectors.gpu_health.recover_after_s)
 
     def cluster(self) -> ClusterAnalysis:
         return ClusterAnalysis(view=self.view, detectors=self.detectors, typical=self.typical)

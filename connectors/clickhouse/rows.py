@@ -113,6 +113,8 @@ def gpu_sample_row(run_id: str, env: Envelope) -> Row:
         "rows_remapped_uncorrectable": sample.rows_remapped_uncorrectable,
         "row_remap_pending": _flag(sample.row_remap_pending),
         "row_remap_failed": _flag(sample.row_remap_failed),
+        "engine_active": _float(sample.engine_active),
+        "ecc_uncorrected_volatile": sample.ecc_uncorrected_volatile,
     }
 
 

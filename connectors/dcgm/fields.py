@@ -41,6 +41,7 @@ FIELDS: dict[str, FieldSpec] = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": FieldSpec("rows_remapped_uncorrectable", "count"),
     "DCGM_FI_DEV_ROW_REMAP_PENDING": FieldSpec("row_remap_pending", "flag"),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": FieldSpec("row_remap_failed", "flag"),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": FieldSpec("ecc_uncorrected_volatile", "count"),
 }
 
 

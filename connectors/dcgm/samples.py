@@ -229,6 +229,7 @@ def _sample(key: Key, gpu: _Gpu, lines: list[int], refused: set[int]) -> GpuSamp
         rows_remapped_uncorrectable=_int(v.get("rows_remapped_uncorrectable")),
         row_remap_pending=_bool(v.get("row_remap_pending")),
         row_remap_failed=_bool(v.get("row_remap_failed")),
+        ecc_uncorrected_volatile=_int(v.get("ecc_uncorrected_volatile")),
     )
 
 

@@ -105,6 +105,9 @@ class Nvml:
             lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
             lib.NVML_VOLATILE_ECC,
         )
+        # (correctable rows, uncorrectable rows, remap pending, remap failed); Ampere and
+        # later only, NVMLError (not supported) on older cards
+        remap = self._maybe(lib.nvmlDeviceGetRemappedRows, h)
         mig = self._maybe(lib.nvmlDeviceGetMigMode, h)
         procs = self._maybe(lib.nvmlDeviceGetComputeRunningProcesses, h) or []
         return NvmlReading(
@@ -119,6 +122,10 @@ class Nvml:
             gpu_util_pct=None if util is None else float(util.gpu),
             memory_util_pct=None if util is None else float(util.memory),
             ecc_uncorrected_volatile=None if ecc is None else int(ecc),
+            rows_remapped_correctable=None if remap is None else int(remap[0]),
+            rows_remapped_uncorrectable=None if remap is None else int(remap[1]),
+            row_remap_pending=None if remap is None else bool(remap[2]),
+            row_remap_failed=None if remap is None else bool(remap[3]),
             mig_enabled=None if mig is None else bool(mig[0]),
             xid=xid,
             mig_uuids=self._mig_uuids(h) if mig is not None and mig[0] else (),

@@ -44,6 +44,10 @@ class NvmlReading:
     gpu_util_pct: float | None = None
     memory_util_pct: float | None = None
     ecc_uncorrected_volatile: int | None = None
+    rows_remapped_correctable: int | None = None
+    rows_remapped_uncorrectable: int | None = None
+    row_remap_pending: bool | None = None
+    row_remap_failed: bool | None = None
     mig_enabled: bool | None = None
     xid: int | None = None
     processes: tuple[ProcessUse, ...] = field(default=())
@@ -122,6 +126,11 @@ def to_sample(
         memory_reserved_mib=_mib(reading.memory_reserved_bytes),
         utilization_pct=reading.gpu_util_pct,
         xid=reading.xid,
+        ecc_uncorrected_volatile=reading.ecc_uncorrected_volatile,
+        rows_remapped_correctable=reading.rows_remapped_correctable,
+        rows_remapped_uncorrectable=reading.rows_remapped_uncorrectable,
+        row_remap_pending=reading.row_remap_pending,
+        row_remap_failed=reading.row_remap_failed,
         pod=owner.pod if owner else None,
         namespace=owner.namespace if owner else None,
         container=owner.container if owner else None,

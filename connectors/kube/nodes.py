@@ -119,6 +119,26 @@ def _layout(labels: dict[str, str], allocatable: dict[str, Any], hami: HamiCards
     return _Layout(cards, replicas, mig, mig_cards, card_memory or None, None)
 
 
+KUBELET_CONDITIONS = frozenset(
+    {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
+)
+"""The kubelet's own conditions: it taints the node for these, and Ready True is the good
+state; every other condition that holds (Node Problem Detector's) names a problem."""
+PROBLEM_TEXT_MAX = 200
+"""A condition's reason and message kept, in characters: enough for NPD's one-line messages
+("kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.")."""
+
+
+def problems_of(conditions: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for c in conditions or []:
+        if not c.type or c.type in KUBELET_CONDITIONS or c.status != "True":
+            continue
+        text = ": ".join(x for x in (c.reason, c.message) if x) or "True"
+        out[str(c.type)] = text[:PROBLEM_TEXT_MAX]
+    return dict(sorted(out.items()))
+
+
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     """The node as gpufrag models it; raises MappingError naming what could not be read
     (most often a GPU product label that is not one of the known models)."""
@@ -165,6 +185,7 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
             labels=labels,
             taints=taints_of(spec.taints if spec else None),
             unschedulable=bool(spec.unschedulable) if spec else False,
+            problems=problems_of(status.conditions if status else None),
             pool=labels.get(pool_label) if pool_label else None,
         )
     except ValidationError as exc:

@@ -28,11 +28,9 @@ from models import (
     TaskProfile,
 )
 from models.cards import SharingMode
-from models.xid import XID_TABLE
 from streams.profiles.cards import LaidCard, lay_cards
+from streams.profiles.health import CardHealth, health_step
 
-UNHEALTHY_XIDS = frozenset(c for c, i in XID_TABLE.items() if i.takes_card_out)
-"""XIDs after which a card takes no new work until it is reset (``models/xid.py``)."""
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
 """A container killed by the kernel for memory, or exited because a GPU allocation failed."""
@@ -65,10 +63,16 @@ class GpuTelemetry:
     pods: tuple[tuple[str, float], ...] = ()
     """(pod key, MiB) of each pod the reading names with its own figure: per-process memory
     on a shared card, or the one pod of a card or MIG instance."""
+    health: CardHealth = field(default_factory=CardHealth)
 
 
 def telemetry_of(
-    sample: GpuSample, prev: GpuTelemetry | None, uids: dict[str, str]
+    sample: GpuSample,
+    prev: GpuTelemetry | None,
+    uids: dict[str, str],
+    *,
+    at: datetime,
+    recover_after_s: float,
 ) -> GpuTelemetry:
     """A card's (or MIG instance's) reading as the join keeps it; a pod the sampler could
     name only by its cgroup's uid is named by the bound pod with that uid (``uids``)."""
@@ -89,6 +93,9 @@ def telemetry_of(
         memory_used_mib=sample.memory_used_mib,
         last_xid=sample.xid if sample.xid else (prev.last_xid if prev else None),
         pods=tuple(sorted(pods.items())),
+        health=health_step(
+            prev.health if prev else None, sample, at, recover_after_s=recover_after_s
+        ),
     )
 
 
@@ -120,6 +127,10 @@ def card_telemetry(telemetry: dict[CardKey, GpuTelemetry], index: int) -> GpuTel
         memory_used_mib=_sum(t.memory_used_mib for t in parts),
         last_xid=whole.last_xid if whole and whole.last_xid else (xids[-1] if xids else None),
         pods=tuple(sorted(pods.items())),
+        health=next(
+            (t.health for t in ([whole] if whole else []) + parts if t.health.faulted),
+            whole.health if whole else CardHealth(),
+        ),
     )
 
 
@@ -182,7 +193,7 @@ def node_profile(
     gpus = []
     for card in _numbered(layout.cards, telemetry):
         tel = card_telemetry(telemetry, card.index)
-        xid = tel.last_xid if tel else None
+        health = tel.health if tel else CardHealth()
         total = tel.memory_total_mib if tel and tel.memory_total_mib else card.memory_total_mib
         gpus.append(
             GpuState(
@@ -200,8 +211,11 @@ def node_profile(
                 memory_total_mib=total,
                 memory_used_mib=tel.memory_used_mib if tel else None,
                 instance_memory_used_mib=_instances(telemetry, card.index),
-                healthy=xid not in UNHEALTHY_XIDS,
-                last_xid=xid,
+                healthy=not health.faulted and not node.problems,
+                last_xid=tel.last_xid if tel else None,
+                fault=health.fault,
+                fault_code=health.code,
+                fault_since=health.since,
             )
         )
     return NodeProfile(
@@ -216,6 +230,7 @@ def node_profile(
         taints=node.taints,
         pool=node.pool,
         unschedulable=node.unschedulable,
+        problems=node.problems,
         mig_device_profile=node.mig_device_profile,
         gpu_shared_resource=node.gpu_shared_resource,
         pods=tuple(t.key for t in held),
@@ -305,7 +320,12 @@ def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
 
 
 def node_step(
-    name: str, st: NodeState, item: NodeEvent | GpuSample | Binding, at: datetime
+    name: str,
+    st: NodeState,
+    item: NodeEvent | GpuSample | Binding,
+    at: datetime,
+    *,
+    recover_after_s: float,
 ) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
     """The node-keyed half of the join: one input for node ``name``, its state updated in
     place; returns the node's profile change and any GPU memory peaks for pods."""
@@ -315,6 +335,11 @@ def node_step(
             st.node = None
             st.telemetry.clear()
         else:
+            if st.node is not None and st.node.unschedulable and not item.node.unschedulable:
+                # uncordoned: the operator says the node is fine again
+                st.telemetry = {
+                    c: replace(t, health=t.health.acknowledged()) for c, t in st.telemetry.items()
+                }
             st.node = item.node
         return _refresh(name, st, at), peaks
     if isinstance(item, Binding):
@@ -325,7 +350,7 @@ def node_step(
         return _refresh(name, st, at), peaks
     card = (item.gpu_index, item.mig_instance)
     uids = {t.uid: key for key, t in st.bound.items() if t.uid}
-    tel = telemetry_of(item, st.telemetry.get(card), uids)
+    tel = telemetry_of(item, st.telemetry.get(card), uids, at=at, recover_after_s=recover_after_s)
     st.telemetry[card] = tel
     peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
     return (_refresh(name, st, at) if st.node is not None else []), peaks
@@ -394,7 +419,13 @@ def encode_node_state(st: NodeState) -> bytes:
             "node": _json_of(st.node),
             "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
             "telemetry": {
-                _card_text(card): [t.memory_total_mib, t.memory_used_mib, t.last_xid, t.pods]
+                _card_text(card): [
+                    t.memory_total_mib,
+                    t.memory_used_mib,
+                    t.last_xid,
+                    t.pods,
+                    t.health.to_json(),
+                ]
                 for card, t in st.telemetry.items()
             },
             "profile": _json_of(st.profile),
@@ -414,9 +445,10 @@ def _card_of(text: str) -> CardKey:
 
 
 def _telemetry(fields: list[Any]) -> GpuTelemetry:
-    # three fields before per-pod figures were kept
+    # three fields before per-pod figures were kept, four before card health
     pods = tuple((str(k), float(v)) for k, v in fields[3]) if len(fields) > 3 else ()
-    return GpuTelemetry(fields[0], fields[1], fields[2], pods)
+    health = CardHealth.from_json(fields[4]) if len(fields) > 4 else CardHealth()
+    return GpuTelemetry(fields[0], fields[1], fields[2], pods, health)
 
 
 def decode_node_state(data: bytes) -> NodeState:

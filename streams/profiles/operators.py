@@ -24,6 +24,7 @@ from models import (
     TaskProfile,
     key_of,
 )
+from models.settings import GpuHealthSettings
 from streams.instants import OrderKey
 from streams.operator import StateChanges
 from streams.profiles.join import (
@@ -49,6 +50,8 @@ __all__ = [
     "ordered_deltas",
     "task_input",
 ]
+
+DEFAULT_RECOVER_S = GpuHealthSettings().recover_after_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +140,9 @@ class NodeJoin(_Clock):
     """The node-keyed half: a node's object, bound tasks and card telemetry. Snapshot entries:
     node name -> its state."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, recover_after_s: float = DEFAULT_RECOVER_S) -> None:
         super().__init__()
+        self.recover_after_s = recover_after_s
         self.node_states: dict[str, NodeState] = {}
         self._dirty: set[str] = set()
 
@@ -146,7 +150,9 @@ class NodeJoin(_Clock):
         self._see(item.at)
         name = item.node
         st = self.node_states.setdefault(name, NodeState())
-        updates, peaks = node_step(name, st, item.item, item.at)
+        updates, peaks = node_step(
+            name, st, item.item, item.at, recover_after_s=self.recover_after_s
+        )
         if st.empty and st.profile is None:
             del self.node_states[name]
         if self._tracking:
@@ -191,10 +197,10 @@ class ProfileJoin(_Clock):
     """Both halves in one process (the embedded runner): bindings go straight to the node half,
     memory peaks straight to the pod half. Snapshot entries: ``t/<pod>`` and ``n/<node>``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, recover_after_s: float = DEFAULT_RECOVER_S) -> None:
         super().__init__()
         self.task_half = TaskJoin()
-        self.node_half = NodeJoin()
+        self.node_half = NodeJoin(recover_after_s=recover_after_s)
 
     @property
     def tasks(self) -> dict[str, TaskProfile]:

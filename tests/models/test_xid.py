@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from models import GpuSample
 from models.xid import XID_TABLE, XidClass, classify_xid
-from streams.profiles.join import UNHEALTHY_XIDS
+from streams.profiles.health import health_step
 
 # Written out, not read from the table, so that a changed entry fails here.
 EXPECTED = {
@@ -44,8 +47,12 @@ def test_each_code_has_its_class_and_a_meaning(code: int, kind: XidClass) -> Non
     info = classify_xid(code)
     assert (info.code, info.kind) == (code, kind)
     assert info.meaning and info.meaning != "not in gpufrag's XID table"
-    # a card with a fatal XID takes no new work; any other keeps serving
-    assert (code in UNHEALTHY_XIDS) == (kind is XidClass.FATAL)
+    # a card reading a fatal XID is taken out; any other keeps serving
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    health = health_step(None, GpuSample(node="n", gpu_index=0, xid=code), at, recover_after_s=600)
+    assert health.faulted == (kind is XidClass.FATAL)
+    if health.faulted:
+        assert (health.code, health.fault) == (code, f"XID {code}: {info.meaning}")
 
 
 @pytest.mark.parametrize("code", [1, 999, 9_999])

@@ -34,6 +34,8 @@ from models import (
     SchedulingEvent,
     TaskProfile,
 )
+from models.xid import classify_xid
+from streams.profiles.health import health_step
 from streams.profiles.join import (
     GpuTelemetry,
     NodeProfileUpdate,
@@ -73,7 +75,7 @@ _node_name = st.sampled_from(NODE_NAMES)
 _sample_node = st.sampled_from((*NODE_NAMES, GHOST_NODE))
 _xid = st.none() | st.sampled_from([0, 13, 43, 48, 63, 64, 79, 94, 95, 119, 999])
 _namespace = st.none() | st.just(NAMESPACE)
-_step = st.sampled_from([0, 0, 1, 7])
+_step = st.sampled_from([0, 0, 1, 7, 45])
 _event_kind = st.sampled_from(["node"] * 2 + ["pod"] * 5 + ["gpu"] * 2 + ["oom"])
 _node_change = st.sampled_from(["upsert"] * 3 + ["delete"])
 _pod_change = st.sampled_from(["upsert"] * 4 + ["delete"])
@@ -199,12 +201,38 @@ class RefTask:
     counted: list[str] = field(default_factory=list)  # OOM event ids, each kill once
 
 
+RECOVER_S = 60.0
+"""The join's recovery time in these properties: short, so that some sequences recover."""
+
+
 @dataclass
 class RefCard:
     memory_total_mib: float | None = None
     memory_used_mib: float | None = None
     last_xid: int | None = None
     pods: dict[str, float] = field(default_factory=dict)
+    # health, for samples with an XID gauge only (no counts): a fatal code other than the
+    # last one read takes the card out; it comes back RECOVER_S after, once the gauge no
+    # longer reads a fatal code, or at an uncordon
+    seen_xid: int | None = None
+    fault_code: int | None = None
+    fault_since: datetime | None = None
+    fault_last: datetime | None = None
+
+    def read(self, xid: int | None, at: datetime) -> None:
+        if xid in BAD_XIDS and xid != self.seen_xid:
+            self.fault_code, self.fault_last = xid, at
+            self.fault_since = self.fault_since or at
+        elif (
+            self.fault_last is not None
+            and (at - self.fault_last).total_seconds() >= RECOVER_S
+            and xid not in BAD_XIDS
+        ):
+            self.clear()
+        self.seen_xid = xid or None
+
+    def clear(self) -> None:
+        self.fault_code = self.fault_since = self.fault_last = None
 
 
 @dataclass
@@ -222,6 +250,10 @@ def final_state(events: list[Envelope]) -> Reference:
         at, p = env.event_time, env.payload
         if isinstance(p, NodeEvent):
             if p.change == "upsert":
+                before = ref.nodes.get(p.node.name)
+                if before is not None and before.unschedulable and not p.node.unschedulable:
+                    for c in ref.cards.get(p.node.name, {}).values():
+                        c.clear()  # uncordoned
                 ref.nodes[p.node.name] = p.node
             else:
                 ref.nodes.pop(p.node.name, None)
@@ -244,6 +276,7 @@ def final_state(events: list[Envelope]) -> Reference:
             card.memory_used_mib = s.memory_used_mib
             if s.xid:
                 card.last_xid = s.xid
+            card.read(s.xid, at)
             card.pods = {}
             if s.pod is not None and s.memory_used_mib is not None:
                 card.pods = {f"{s.namespace or NAMESPACE}/{s.pod}": s.memory_used_mib}
@@ -341,8 +374,15 @@ def expected_node(node: Node, ref: Reference) -> dict[str, Any]:
                 pod_memory_mib=c.pods,
                 memory_total_mib=c.memory_total_mib,
                 memory_used_mib=c.memory_used_mib,
-                healthy=c.last_xid not in BAD_XIDS,
+                healthy=c.fault_code is None,
                 last_xid=c.last_xid,
+                fault=(
+                    None
+                    if c.fault_code is None
+                    else f"XID {c.fault_code}: {classify_xid(c.fault_code).meaning}"
+                ),
+                fault_code=c.fault_code,
+                fault_since=c.fault_since,
             )
         )
     profile = NodeProfile(
@@ -373,7 +413,7 @@ def without_time(profile: NodeProfile) -> dict[str, Any]:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st_events())
 def test_profiles_equal_a_recomputation_after_any_event_sequence(events: list[Envelope]) -> None:
-    join = ProfileJoin()
+    join = ProfileJoin(recover_after_s=RECOVER_S)
     outputs: list[ProfileUpdate] = []
     for env in events:
         outputs.extend(join.apply(env))
@@ -445,6 +485,7 @@ def st_crowded_node(draw: st.DrawFn) -> tuple[Node, list[TaskProfile], Reference
             memory_used_mib=draw(st.none() | st.just(100.0)),
             last_xid=draw(st.none() | st.sampled_from([13, 48, 64, 74, 79, 95])),
         )
+        ref.cards["n0"][i].read(ref.cards["n0"][i].last_xid, CREATED)
     tasks = [expected_task(k, t) for k, t in ref.tasks.items()]
     return node, tasks, ref
 
@@ -457,7 +498,17 @@ def test_node_profile_equals_the_reference_on_crowded_nodes(
     """The pure derivation, on denser card sharing than the event property reaches."""
     node, tasks, ref = case
     telemetry = {
-        (i, None): GpuTelemetry(c.memory_total_mib, c.memory_used_mib, c.last_xid)
+        (i, None): GpuTelemetry(
+            c.memory_total_mib,
+            c.memory_used_mib,
+            c.last_xid,
+            health=health_step(
+                None,
+                GpuSample(node="n0", gpu_index=i, xid=c.last_xid),
+                CREATED,
+                recover_after_s=RECOVER_S,
+            ),
+        )
         for i, c in ref.cards.get("n0", {}).items()
     }
     got = node_profile(node, tasks, telemetry, at=CREATED)

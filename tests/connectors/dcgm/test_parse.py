@@ -159,6 +159,12 @@ def line(name: str, value: str, extra: str = "", labels: str = A100_LABELS) -> s
     return f'{name}{{{labels},Hostname="n1"{extra}}} {value}\n'
 
 
+def test_uncorrectable_ecc_errors_are_read_as_a_count() -> None:
+    (sample,) = parse(line("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "3")).samples
+    assert sample.sample.ecc_uncorrected_volatile == 3
+    assert parse(line("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "2.5")).rejected
+
+
 @pytest.mark.parametrize(
     ("text", "kind", "reason"),
     [

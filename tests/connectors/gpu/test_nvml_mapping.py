@@ -6,6 +6,7 @@ import asyncio
 import csv
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -67,6 +68,34 @@ def test_h200_readings_map_to_samples_in_mib(h200: Path) -> None:
     )
     assert freed.memory_used_mib == pytest.approx(1197342720 / 2**20)
     assert freed.utilization_pct == 4.0
+
+
+def test_health_figures_map_as_the_h200_reports_them(h200: Path) -> None:
+    """ECC and row remapping as NVML gives them (nvmlDeviceGetTotalEccErrors, and
+    nvmlDeviceGetRemappedRows's four values), checked against nvidia-smi's own XML."""
+    meta = json.loads((h200 / "nvml_oom.txt").read_text())
+    xml = ET.parse(h200 / "nvidia-smi-q.xml").getroot().find("gpu")
+    assert xml is not None
+    rows = xml.find("remapped_rows")
+    assert rows is not None
+    reading = replace(
+        reading_of(meta["idle"], meta),
+        rows_remapped_correctable=int(rows.findtext("remapped_row_corr") or -1),
+        rows_remapped_uncorrectable=int(rows.findtext("remapped_row_unc") or -1),
+        row_remap_pending=rows.findtext("remapped_row_pending") == "Yes",
+        row_remap_failed=rows.findtext("remapped_row_failure") == "Yes",
+    )
+    got = to_sample("gpu-node-1", reading, pod_of_pid=lambda _: None)
+    dbe = xml.findtext("ecc_errors/volatile/dram_uncorrectable")
+    assert got.ecc_uncorrected_volatile == int(dbe or -1) == 0
+    assert (got.rows_remapped_correctable, got.rows_remapped_uncorrectable) == (0, 0)
+    assert (got.row_remap_pending, got.row_remap_failed) == (False, False)
+    bad = to_sample(
+        "gpu-node-1",
+        replace(reading, ecc_uncorrected_volatile=3, row_remap_pending=True),
+        pod_of_pid=lambda _: None,
+    )
+    assert (bad.ecc_uncorrected_volatile, bad.row_remap_pending) == (3, True)
 
 
 def test_a_card_shared_by_two_pods_is_not_attributed() -> None:

@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from kubernetes_asyncio.client import ApiClient, V1Taint
+from kubernetes_asyncio.client import ApiClient, V1NodeCondition, V1Taint
 from prometheus_client import CollectorRegistry
 
 from connectors.kube.gpu import gpu_model_of
@@ -275,3 +275,30 @@ def test_a_hami_node_without_gfd_labels_takes_its_model_from_hamis_registration(
     )
     out = node_from_kube(n, pool_label=None, now=NOW)
     assert (out.gpu_model, out.gpu_count, out.sharing) == ("V100M32", 2, SharingMode.HAMI)
+
+
+def test_node_problem_detector_conditions_that_hold_are_problems() -> None:
+    """Node Problem Detector's conditions as it writes them (type, status, reason, message);
+    the kubelet's own and those that do not hold are left out."""
+    n = node("gpu-npd", gpus=8)
+    n.status.conditions = [
+        V1NodeCondition(type="Ready", status="True", reason="KubeletReady"),
+        V1NodeCondition(type="MemoryPressure", status="True", reason="KubeletHasMemoryPressure"),
+        V1NodeCondition(
+            type="KernelDeadlock", status="False", reason="KernelHasNoDeadlock", message="ok"
+        ),
+        V1NodeCondition(
+            type="GpuUnhealthy",
+            status="True",
+            reason="XidError",
+            message="kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus. " * 5,
+        ),
+        V1NodeCondition(type="ReadonlyFilesystem", status="True"),
+    ]
+    out = node_from_kube(n, pool_label=None, now=NOW)
+    assert list(out.problems) == ["GpuUnhealthy", "ReadonlyFilesystem"]
+    assert out.problems["GpuUnhealthy"].startswith("XidError: kernel: NVRM: Xid")
+    assert len(out.problems["GpuUnhealthy"]) == 200
+    assert out.problems["ReadonlyFilesystem"] == "True"
+    n.status.conditions = None
+    assert node_from_kube(n, pool_label=None, now=NOW).problems == {}
