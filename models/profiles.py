@@ -60,6 +60,13 @@ class GpuState(Frozen):
     fault_code: XidCode | None = None
     """The XID of ``fault`` when an XID is what it is."""
     fault_since: UtcDatetime | None = None
+    quiet_since: UtcDatetime | None = None
+    """Start of the card's current run of readings below the idle activity, without gaps
+    (``streams/profiles/quiet.py``); None: not quiet, or no activity figure."""
+    quiet_held: bool = False
+    """The run has lasted the idle window."""
+    quiet_peak_mib: NonNegFloat | None = None
+    quiet_peak_activity_pct: Annotated[float, Field(ge=0, le=100)] | None = None
 
     @property
     def free_units(self) -> int:

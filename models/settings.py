@@ -22,6 +22,7 @@ __all__ = [
     "FragmentationSettings",
     "GpuHealthSettings",
     "GpufragSettings",
+    "IdleGpuSettings",
     "KafkaSettings",
     "KubeResource",
     "KubeSettings",
@@ -112,6 +113,26 @@ class GpuHealthSettings(_Group):
     counting window (300 s), so one quiet window is not taken for a recovery."""
 
 
+class IdleGpuSettings(_Group):
+    enabled: bool = True
+    """Signal pods holding whole cards for small work, and cards allocated and idle."""
+    window_s: Annotated[float, Field(gt=0)] = 1800.0
+    """Event-time seconds a card must stay below ``activity_pct`` without a gap in its
+    readings: half an hour rules out a job between steps or loading its data."""
+    activity_pct: Annotated[float, Field(gt=0, le=100)] = 10.0
+    """Engine activity (DCGM's graphics-engine activity, else the driver's utilization) below
+    which a card counts as quiet."""
+    memory_pct: Annotated[float, Field(gt=0, le=100)] = 25.0
+    """A whole card whose peak memory over the window stays below this share of the card is
+    held by work that a replica or a MIG instance would serve."""
+    idle_activity_pct: Annotated[float, Field(ge=0, le=100)] = 1.0
+    """An allocated card whose peak activity stays below this is idle, whatever memory it
+    holds (a notebook parked on a loaded model)."""
+    sample_gap_s: Annotated[float, Field(gt=0)] = 300.0
+    """Readings further apart than this end the quiet run: a gap is not idleness (the sampler
+    may have been down while the card worked). Ten scrapes at dcgm-exporter's 30 s."""
+
+
 class DetectorSettings(_Group):
     """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
 
@@ -121,6 +142,7 @@ class DetectorSettings(_Group):
     near_memory_limit: NearMemoryLimitSettings = NearMemoryLimitSettings()
     oom_storm: OomStormSettings = OomStormSettings()
     gpu_health: GpuHealthSettings = GpuHealthSettings()
+    idle_gpu: IdleGpuSettings = IdleGpuSettings()
 
 
 class TraceSettings(_Group):

@@ -22,6 +22,7 @@ class SignalKind(StrEnum):
     OOM_STORM = "oom_storm"
     GPU_UNHEALTHY = "gpu_unhealthy"
     NEAR_MEMORY_LIMIT = "near_memory_limit"
+    IDLE_GPU = "idle_gpu"
 
 
 class Scope(StrEnum):

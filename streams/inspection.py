@@ -24,7 +24,7 @@ from streams.profiles.join import (
     task_profile,
     telemetry_of,
 )
-from streams.profiles.operators import DEFAULT_RECOVER_S
+from streams.profiles.operators import DEFAULT_RULES
 
 __all__ = ["CardView", "Inspection", "NodeView", "PendingView", "inspect_cluster"]
 
@@ -133,9 +133,7 @@ def _telemetry(
     out: dict[str, dict[CardKey, GpuTelemetry]] = defaultdict(dict)
     for s in samples:
         card = (s.gpu_index, s.mig_instance)
-        out[s.node][card] = telemetry_of(
-            s, out[s.node].get(card), uids, at=at, recover_after_s=DEFAULT_RECOVER_S
-        )
+        out[s.node][card] = telemetry_of(s, out[s.node].get(card), uids, at=at, rules=DEFAULT_RULES)
     return out
 
 

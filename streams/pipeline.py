@@ -16,7 +16,13 @@ from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import OrderKey
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
-from streams.profiles.operators import NodeJoin, ProfileJoin, TaskJoin, ordered_deltas
+from streams.profiles.operators import (
+    NodeJoin,
+    ProfileJoin,
+    TaskJoin,
+    card_rules,
+    ordered_deltas,
+)
 
 __all__ = ["Pipeline", "PipelineDef", "define_pipeline"]
 
@@ -33,10 +39,10 @@ class PipelineDef:
         return TaskJoin()
 
     def node_join(self) -> NodeJoin:
-        return NodeJoin(recover_after_s=self.detectors.gpu_health.recover_after_s)
+        return NodeJoin(rules=card_rules(self.detectors))
 
     def join(self) -> ProfileJoin:
-        return ProfileJoin(recover_after_s=self.detectors.gpu_health.recover_after_s)
+        return ProfileJoin(rules=card_rules(self.detectors))
 
     def cluster(self) -> ClusterAnalysis:
         return ClusterAnalysis(view=self.view, detectors=self.detectors, typical=self.typical)

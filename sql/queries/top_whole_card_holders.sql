@@ -1,7 +1,13 @@
--- Namespaces by whole GPU cards held (card-hours of event time), the usual suspects when
--- small jobs cannot find a card.
+-- Pods holding whole GPU cards, with how much of them they used: card-hours held, and over the
+-- readings that name the pod, the peak memory share and the mean and peak engine activity
+-- (DCGM's engine activity, else utilization). verdict: idle (peak activity below 1 %),
+-- small_work (peak memory below memory_pct and peak activity below activity_pct: a replica or a
+-- MIG instance would serve it), busy, or no_samples (no reading names the pod: unknown, not
+-- idle). Underused holders first, then by card-hours.
 -- param: run_id String = latest
 -- param: limit UInt32 = 20
+-- param: memory_pct Float64 = 25
+-- param: activity_pct Float64 = 10
 WITH
     (SELECT max(ts) FROM task_profiles FINAL WHERE run_id = {run_id:String}) AS run_end,
     per_pod AS
@@ -18,15 +24,39 @@ WITH
         FROM task_profiles FINAL
         WHERE run_id = {run_id:String}
         GROUP BY pod
+    ),
+    used AS
+    (
+        SELECT
+            concat(ifNull(namespace, 'default'), '/', pod)                  AS key,
+            count()                                                         AS samples,
+            max(memory_used_mib / nullIf(memory_total_mib, 0)) * 100        AS peak_memory_pct,
+            avg(coalesce(engine_active * 100, utilization_pct))             AS mean_activity_pct,
+            max(coalesce(engine_active * 100, utilization_pct))             AS peak_activity_pct
+        FROM gpu_samples FINAL
+        WHERE run_id = {run_id:String} AND pod IS NOT NULL
+        GROUP BY key
     )
 SELECT
-    namespace,
-    count()                                                          AS pods,
-    sum(cards)                                                       AS whole_cards,
-    round(sum(cards * dateDiff('second', bound, if(was_removed, gone, run_end))) / 3600, 2)
-                                                                     AS card_hours
-FROM per_pod
-WHERE was_bound AND milli = 1000
-GROUP BY namespace
-ORDER BY card_hours DESC, namespace
+    p.namespace                                                              AS namespace,
+    p.pod                                                                    AS pod,
+    p.cards                                                                  AS cards,
+    round(p.cards * dateDiff('second', p.bound, if(p.was_removed, p.gone, run_end)) / 3600, 2)
+                                                                             AS card_hours,
+    u.samples                                                                AS samples,
+    round(u.peak_memory_pct, 1)                                              AS peak_memory_pct,
+    round(u.mean_activity_pct, 1)                                            AS mean_activity_pct,
+    round(u.peak_activity_pct, 1)                                            AS peak_activity_pct,
+    multiIf(
+        u.samples IS NULL OR u.peak_activity_pct IS NULL, 'no_samples',
+        u.peak_activity_pct < 1, 'idle',
+        u.peak_memory_pct < {memory_pct:Float64}
+            AND u.peak_activity_pct < {activity_pct:Float64}, 'small_work',
+        'busy'
+    )                                                                        AS verdict
+FROM per_pod AS p
+LEFT JOIN used AS u ON u.key = p.pod
+WHERE p.was_bound AND p.milli = 1000
+ORDER BY verdict IN ('idle', 'small_work') DESC, card_hours DESC, pod
 LIMIT {limit:UInt32}
+SETTINGS join_use_nulls = 1

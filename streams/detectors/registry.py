@@ -7,6 +7,7 @@ from typing import Any
 from streams.detectors.base import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
 from streams.detectors.gpu_health import GpuHealth
+from streams.detectors.idle_gpu import IdleGpu
 from streams.detectors.memory_limit import NearMemoryLimit
 from streams.detectors.oom_storm import OomStorm
 from streams.detectors.stranded import StrandedGpus
@@ -19,4 +20,5 @@ DETECTORS: tuple[type[Detector[Any]], ...] = (
     NearMemoryLimit,
     OomStorm,
     GpuHealth,
+    IdleGpu,
 )

@@ -30,6 +30,7 @@ from models import (
 from models.cards import SharingMode
 from streams.profiles.cards import LaidCard, lay_cards
 from streams.profiles.health import CardHealth, health_step
+from streams.profiles.quiet import QuietRules, QuietRun, quiet_step
 
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
@@ -55,6 +56,14 @@ class TaskProfileUpdate:
 ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardRules:
+    """What the join decides about a card from its readings over time, from the settings."""
+
+    recover_after_s: float
+    quiet: QuietRules
+
+
 @dataclass(frozen=True, slots=True)
 class GpuTelemetry:
     memory_total_mib: float | None
@@ -64,6 +73,7 @@ class GpuTelemetry:
     """(pod key, MiB) of each pod the reading names with its own figure: per-process memory
     on a shared card, or the one pod of a card or MIG instance."""
     health: CardHealth = field(default_factory=CardHealth)
+    quiet: QuietRun | None = None
 
 
 def telemetry_of(
@@ -72,7 +82,7 @@ def telemetry_of(
     uids: dict[str, str],
     *,
     at: datetime,
-    recover_after_s: float,
+    rules: CardRules,
 ) -> GpuTelemetry:
     """A card's (or MIG instance's) reading as the join keeps it; a pod the sampler could
     name only by its cgroup's uid is named by the bound pod with that uid (``uids``)."""
@@ -94,8 +104,9 @@ def telemetry_of(
         last_xid=sample.xid if sample.xid else (prev.last_xid if prev else None),
         pods=tuple(sorted(pods.items())),
         health=health_step(
-            prev.health if prev else None, sample, at, recover_after_s=recover_after_s
+            prev.health if prev else None, sample, at, recover_after_s=rules.recover_after_s
         ),
+        quiet=quiet_step(prev.quiet if prev else None, sample, at, rules=rules.quiet),
     )
 
 
@@ -131,6 +142,7 @@ def card_telemetry(telemetry: dict[CardKey, GpuTelemetry], index: int) -> GpuTel
             (t.health for t in ([whole] if whole else []) + parts if t.health.faulted),
             whole.health if whole else CardHealth(),
         ),
+        quiet=None,  # a card in MIG instances is shared: not one pod's to leave idle
     )
 
 
@@ -216,6 +228,12 @@ def node_profile(
                 fault=health.fault,
                 fault_code=health.code,
                 fault_since=health.since,
+                quiet_since=tel.quiet.since if tel and tel.quiet else None,
+                quiet_held=bool(tel and tel.quiet and tel.quiet.held),
+                quiet_peak_mib=tel.quiet.peak_mib if tel and tel.quiet else None,
+                quiet_peak_activity_pct=(
+                    round(tel.quiet.peak_activity_pct, 1) if tel and tel.quiet else None
+                ),
             )
         )
     return NodeProfile(
@@ -325,7 +343,7 @@ def node_step(
     item: NodeEvent | GpuSample | Binding,
     at: datetime,
     *,
-    recover_after_s: float,
+    rules: CardRules,
 ) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
     """The node-keyed half of the join: one input for node ``name``, its state updated in
     place; returns the node's profile change and any GPU memory peaks for pods."""
@@ -350,7 +368,7 @@ def node_step(
         return _refresh(name, st, at), peaks
     card = (item.gpu_index, item.mig_instance)
     uids = {t.uid: key for key, t in st.bound.items() if t.uid}
-    tel = telemetry_of(item, st.telemetry.get(card), uids, at=at, recover_after_s=recover_after_s)
+    tel = telemetry_of(item, st.telemetry.get(card), uids, at=at, rules=rules)
     st.telemetry[card] = tel
     peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
     return (_refresh(name, st, at) if st.node is not None else []), peaks
@@ -425,6 +443,7 @@ def encode_node_state(st: NodeState) -> bytes:
                     t.last_xid,
                     t.pods,
                     t.health.to_json(),
+                    None if t.quiet is None else t.quiet.to_json(),
                 ]
                 for card, t in st.telemetry.items()
             },
@@ -445,10 +464,12 @@ def _card_of(text: str) -> CardKey:
 
 
 def _telemetry(fields: list[Any]) -> GpuTelemetry:
-    # three fields before per-pod figures were kept, four before card health
+    # three fields before per-pod figures were kept, four before card health, five before
+    # quiet runs
     pods = tuple((str(k), float(v)) for k, v in fields[3]) if len(fields) > 3 else ()
     health = CardHealth.from_json(fields[4]) if len(fields) > 4 else CardHealth()
-    return GpuTelemetry(fields[0], fields[1], fields[2], pods, health)
+    quiet = QuietRun.from_json(fields[5]) if len(fields) > 5 else None
+    return GpuTelemetry(fields[0], fields[1], fields[2], pods, health, quiet)
 
 
 def decode_node_state(data: bytes) -> NodeState:

@@ -24,11 +24,12 @@ from models import (
     TaskProfile,
     key_of,
 )
-from models.settings import GpuHealthSettings
+from models.settings import DetectorSettings
 from streams.instants import OrderKey
 from streams.operator import StateChanges
 from streams.profiles.join import (
     Binding,
+    CardRules,
     NodeProfileUpdate,
     NodeState,
     PeakReport,
@@ -39,6 +40,7 @@ from streams.profiles.join import (
     node_step,
     task_step,
 )
+from streams.profiles.quiet import QuietRules
 
 __all__ = [
     "NodeInput",
@@ -51,7 +53,18 @@ __all__ = [
     "task_input",
 ]
 
-DEFAULT_RECOVER_S = GpuHealthSettings().recover_after_s
+
+def card_rules(detectors: DetectorSettings) -> CardRules:
+    idle = detectors.idle_gpu
+    return CardRules(
+        recover_after_s=detectors.gpu_health.recover_after_s,
+        quiet=QuietRules(
+            window_s=idle.window_s, activity_pct=idle.activity_pct, gap_s=idle.sample_gap_s
+        ),
+    )
+
+
+DEFAULT_RULES = card_rules(DetectorSettings())
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +153,9 @@ class NodeJoin(_Clock):
     """The node-keyed half: a node's object, bound tasks and card telemetry. Snapshot entries:
     node name -> its state."""
 
-    def __init__(self, *, recover_after_s: float = DEFAULT_RECOVER_S) -> None:
+    def __init__(self, *, rules: CardRules = DEFAULT_RULES) -> None:
         super().__init__()
-        self.recover_after_s = recover_after_s
+        self.rules = rules
         self.node_states: dict[str, NodeState] = {}
         self._dirty: set[str] = set()
 
@@ -150,9 +163,7 @@ class NodeJoin(_Clock):
         self._see(item.at)
         name = item.node
         st = self.node_states.setdefault(name, NodeState())
-        updates, peaks = node_step(
-            name, st, item.item, item.at, recover_after_s=self.recover_after_s
-        )
+        updates, peaks = node_step(name, st, item.item, item.at, rules=self.rules)
         if st.empty and st.profile is None:
             del self.node_states[name]
         if self._tracking:
@@ -197,10 +208,10 @@ class ProfileJoin(_Clock):
     """Both halves in one process (the embedded runner): bindings go straight to the node half,
     memory peaks straight to the pod half. Snapshot entries: ``t/<pod>`` and ``n/<node>``."""
 
-    def __init__(self, *, recover_after_s: float = DEFAULT_RECOVER_S) -> None:
+    def __init__(self, *, rules: CardRules = DEFAULT_RULES) -> None:
         super().__init__()
         self.task_half = TaskJoin()
-        self.node_half = NodeJoin(recover_after_s=recover_after_s)
+        self.node_half = NodeJoin(rules=rules)
 
     @property
     def tasks(self) -> dict[str, TaskProfile]:

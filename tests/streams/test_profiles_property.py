@@ -10,7 +10,7 @@ card-allocation written here (not ``free_per_gpu`` or ``node_profile``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,7 +43,7 @@ from streams.profiles.join import (
     TaskProfileUpdate,
     node_profile,
 )
-from streams.profiles.operators import ProfileJoin
+from streams.profiles.operators import DEFAULT_RULES, ProfileJoin
 from tests.models.strategies import st_aware_datetime
 
 NAMESPACE = "default"
@@ -413,7 +413,7 @@ def without_time(profile: NodeProfile) -> dict[str, Any]:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st_events())
 def test_profiles_equal_a_recomputation_after_any_event_sequence(events: list[Envelope]) -> None:
-    join = ProfileJoin(recover_after_s=RECOVER_S)
+    join = ProfileJoin(rules=replace(DEFAULT_RULES, recover_after_s=RECOVER_S))
     outputs: list[ProfileUpdate] = []
     for env in events:
         outputs.extend(join.apply(env))
