@@ -19,10 +19,10 @@ from models import (
     PodEvent,
     PodPhase,
     ResourceRequest,
-    Signal,
 )
 from models.cards import SharingMode
 from streams.pipeline import Pipeline, define_pipeline
+from tests.streams.pipeline_feed import feed
 
 T0 = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)
 TOTAL = 81_559.0
@@ -84,12 +84,7 @@ def play(rows: list[Row], p: Pipeline | None = None) -> Pipeline:
     p = p or define_pipeline(GpufragSettings()).build()
     for i, (s, payload, expected) in enumerate(rows):
         env = Envelope.wrap(payload, event_time=at(s), source="test")
-        out: list[Signal] = []
-        while (due := p.cluster.next_due()) is not None and due <= env.event_time:
-            out += p.cluster.advance(due)
-        for update in p.join.apply(env):
-            out += p.cluster.apply(update)
-        out += p.cluster.advance(env.event_time)
+        out = feed(p, env)
         got = {(x.state, x.scope_id) for x in out if x.kind.value == "idle_gpu"}
         assert got == expected, f"row {i} at {s} s: {payload!r}"
     return p
