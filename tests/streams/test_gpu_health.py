@@ -63,7 +63,7 @@ def pod() -> PodEvent:
 
 
 def sample(**kw: object) -> GpuSampleEvent:
-    return GpuSampleEvent(sample=GpuSample(node=NODE, gpu_index=0, **kw))  # type: ignore[arg-type]
+    return GpuSampleEvent(sample=GpuSample(node=NODE, gpu_index=0, **kw))
 
 
 Row = tuple[float, PayloadModel, set[tuple[str, str]], bool]

@@ -52,7 +52,7 @@ def node(*, replicas: int = 1) -> NodeEvent:
 def pod(key: str = POD, *, change: str = "upsert") -> PodEvent:
     ns, name = key.split("/")
     return PodEvent(
-        change=change,  # type: ignore[arg-type]
+        change=change,
         pod=Pod(
             namespace=ns,
             name=name,
