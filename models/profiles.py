@@ -112,6 +112,10 @@ class NodeProfile(Frozen):
     """As Node.gpu_shared_resource."""
     pods: tuple[str, ...] = ()
     """Keys ("namespace/name") of pods bound here, sorted so equal states compare equal."""
+    system_oom_count: NonNegativeInt = 0
+    """Kills by the node's kernel OOM killer (the kubelet's SystemOOM events) seen so far."""
+    last_system_oom: str | None = None
+    """The last one's victim, "node: process (pid N)"."""
     updated_at: UtcDatetime
 
     @field_validator("pods")

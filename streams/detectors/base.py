@@ -55,6 +55,12 @@ class Detector(Generic[S]):
     def advance(self, at: datetime) -> list[Signal]:
         return []
 
+    def on_signals(self, signals: list[Signal]) -> list[Signal]:
+        """What the detectors before this one (in ``DETECTORS`` order) opened or resolved for
+        the same change: one detector's finding may be another's input."""
+        del signals
+        return []
+
     def next_due(self) -> datetime | None:
         return None
 

@@ -9,7 +9,7 @@ event independent of the cluster's size. Hosts ask for the cluster's state after
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -107,15 +107,18 @@ class ClusterAnalysis:
     def apply(self, item: ProfileUpdate) -> list[Signal]:
         view = self.view
         view.see(item.at)
-        out: list[Signal] = []
         if isinstance(item, NodeProfileUpdate):
             view.put_node(item.name, item.profile)
-            for d in self.detectors:
-                out += d.on_node(item.name)
-            return out
+            return self._each(lambda d: d.on_node(item.name))
         change = view.put_task(item.key, item.profile)
+        return self._each(lambda d: d.on_task(item.key, change))
+
+    def _each(self, hook: Callable[[Detector[Any]], list[Signal]]) -> list[Signal]:
+        """Every detector hears the change, and what the detectors before it made of it."""
+        out: list[Signal] = []
         for d in self.detectors:
-            out += d.on_task(item.key, change)
+            own = d.on_signals(out) if out else []
+            out += own + hook(d)
         return out
 
     def advance(self, event_time: datetime) -> list[Signal]:
@@ -128,8 +131,7 @@ class ClusterAnalysis:
         evaluations = self.evaluations
         if view.typical_due(event_time):
             out += self._rebuild_typical(event_time)
-        for d in self.detectors:
-            out += d.advance(event_time)
+        out += self._each(lambda d: d.advance(event_time))
         self._evaluated = self.evaluations != evaluations
         return out
 
@@ -146,9 +148,7 @@ class ClusterAnalysis:
         out: list[Signal] = []
         if self.view.typical_dirty:
             out += self._rebuild_typical(now)
-        for d in self.detectors:
-            out += d.flush()
-        return out
+        return out + self._each(lambda d: d.flush())
 
     def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
         """The cluster's state at ``at``, with the pending explanations when the last
@@ -161,10 +161,7 @@ class ClusterAnalysis:
 
     def _rebuild_typical(self, at: datetime) -> list[Signal]:
         self.view.rebuild_typical(at)
-        out: list[Signal] = []
-        for d in self.detectors:
-            out += d.on_typical()
-        return out
+        return self._each(lambda d: d.on_typical())
 
     # --- state -------------------------------------------------------------------------------
 

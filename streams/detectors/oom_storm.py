@@ -1,9 +1,12 @@
-"""OOM storms: at least K OOM kills or GPU out-of-memory exits within W on one card, one node or
-one namespace (its Kueue/Volcano queue where it has one), with the victims and the suspect.
+"""OOM storms: at least K OOM events within W on one card, one node or one namespace (its
+Kueue/Volcano queue where it has one), with the victims and the suspect.
 
 Time-slicing isolates no memory: one pod that grabs the card's memory kills its neighbours,
-and they come back and die again. The OOMs reach the view as a task's ``oom_count`` going up
-(the join counts each kill once); each is put into sliding event-time windows per scope
+and they come back and die again. An OOM event is a container OOM-killed or exiting on a GPU
+out-of-memory error (a task's ``oom_count`` going up; the join counts each kill once), a kill
+by the node's kernel OOM killer (the node profile's ``system_oom_count``; node scope only, the
+victim named by its process), or a pod held at its GPU memory limit (a ``near_memory_limit``
+signal opening). Each is put into sliding event-time windows per scope
 (``streams/windows.py``). The suspected aggressor is the co-located pod, not itself a victim,
 whose own GPU memory grew most in the window before the first kill, from the per-pod figures
 of the node profiles; "unknown" when there are none. A storm resolves after ``quiet_s``
@@ -77,7 +80,8 @@ class OomStorm(Detector[OomStormSettings]):
             for scope, s in self.scopes.items()
         }
         self.counted: dict[str, int] = {}
-        """Each pod's OOM count last seen, for pods with one: a rise is that many new OOMs."""
+        """Each pod's OOM count last seen, for pods with one: a rise is that many new OOMs;
+        ``node:<name>`` keys hold a node's system OOM count the same way."""
         self.memory: dict[str, list[tuple[datetime, float]]] = {}
         """Each pod's own GPU memory over the longest window, from the node profiles."""
         self.storms: dict[str, _Storm] = {}
@@ -87,7 +91,9 @@ class OomStorm(Detector[OomStormSettings]):
     def on_node(self, name: str) -> list[Signal]:
         profile, now = self.view.nodes.get(name), self.view.now
         if profile is None or now is None:
+            self.counted.pop(f"node:{name}", None)
             return []
+        out = self._system_ooms(name, profile.system_oom_count, profile.last_system_oom, now)
         keep = now - timedelta(seconds=max(s.window_s for s in self.scopes.values()))
         for pod, (_, mib) in profile.pod_memory().items():
             seen = self.memory.setdefault(pod, [])
@@ -95,7 +101,33 @@ class OomStorm(Detector[OomStormSettings]):
                 seen.append((now, mib))
             while seen and seen[0][0] < keep:
                 seen.pop(0)
-        return []
+        return out
+
+    def _system_ooms(
+        self, name: str, count: int, victim: str | None, now: datetime
+    ) -> list[Signal]:
+        key = f"node:{name}"
+        before = self.counted.get(key, 0)
+        if count:
+            self.counted[key] = count
+        out: list[Signal] = []
+        for _ in range(count - before):
+            label = victim or f"{name}: unknown process"
+            out += self._take(Scope.NODE, name, Keyed(name, now, (label, now.isoformat())))
+        return out
+
+    def on_signals(self, signals: list[Signal]) -> list[Signal]:
+        now = self.view.now
+        out: list[Signal] = []
+        for sig in signals:
+            if sig.kind is SignalKind.NEAR_MEMORY_LIMIT and sig.state == "open" and now:
+                pod = sig.scope_id
+                if pod in self.view.tasks:
+                    for scope, scope_id in self._scopes_of(pod):
+                        out += self._take(
+                            scope, scope_id, Keyed(scope_id, now, (pod, now.isoformat()))
+                        )
+        return out
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
         del change
@@ -192,6 +224,8 @@ class OomStorm(Detector[OomStormSettings]):
     def _neighbours(self, scope: Scope, scope_id: str, victims: list[str]) -> set[str]:
         """Pods sharing the storm's card, or its victims' nodes, that are not victims."""
         nodes = {self.view.tasks[v].node for v in victims if v in self.view.tasks}
+        if scope is Scope.NODE:
+            nodes.add(scope_id)  # a kernel OOM's victim is a process, not a pod
         out: set[str] = set()
         for name in nodes:
             profile = self.view.nodes.get(name) if name else None

@@ -93,6 +93,7 @@ def _marks(cfg: WorkerConfig, name: dict[str, str]) -> dict[str, Callable[[], Wa
     nodes_kinds = {
         EventKind.NODE: name[topics.NODES.name],
         EventKind.GPU_SAMPLE: name[topics.GPU_SAMPLES.name],
+        EventKind.SCHEDULER: name[topics.SCHEDULER_EVENTS.name],
     }
     bindings = {f"tasks/{q}": name[topics.NODE_BINDINGS.name] for q in range(n_tasks)}
     upstream = {
@@ -218,7 +219,9 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         async for _ in stages["tasks"].run(stream):
             yield None
 
-    @app.agent(topic(topics.NODES, topics.GPU_SAMPLES, topics.NODE_BINDINGS))
+    @app.agent(
+        topic(topics.NODES, topics.GPU_SAMPLES, topics.SCHEDULER_EVENTS, topics.NODE_BINDINGS)
+    )
     async def node_agent(stream: Any) -> AsyncIterator[None]:
         async for _ in stages["nodes"].run(stream):
             yield None

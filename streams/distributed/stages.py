@@ -2,8 +2,8 @@
 
 - tasks (keyed by pod): pod events, scheduler events and GPU memory peaks -> ``TaskJoin``;
   sends task deltas to the cluster view and bindings to the pod's node;
-- nodes (keyed by node): node events, GPU samples and bindings -> ``NodeJoin``; sends node deltas
-  to the cluster view and memory peaks to the pod;
+- nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
+  -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
 - cluster view (one partition, low rate): deltas -> ``ClusterAnalysis``, one event-time instant
   at a time; sends signals.
 
@@ -28,7 +28,13 @@ from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import PipelineDef
 from streams.profiles.join import Binding, NodeProfileUpdate, PeakReport, TaskProfileUpdate
-from streams.profiles.operators import NODE_RANK, TASK_RANK, NodeInput, TaskInput
+from streams.profiles.operators import (
+    NODE_RANK,
+    TASK_RANK,
+    NodeInput,
+    TaskInput,
+    is_system_oom,
+)
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +154,17 @@ class NodeLogic:
             return Held(ordered(item), NodeInput(p.node.name, p, item.event_time))
         if isinstance(p, GpuSampleEvent):
             return Held(ordered(item), NodeInput(p.sample.node, p.sample, item.event_time))
+        if isinstance(p, SchedulingEvent):
+            # the scheduler events' topic is keyed by pod or node: only the kubelet's SystemOOM
+            # is about a node; the rest is the tasks stage's, held here only to keep the order
+            if not is_system_oom(p) or p.event.node is None:
+                return Held(ordered(item), None)
+            return Held(ordered(item), NodeInput(p.event.node, p, item.event_time, item.id))
         raise DecodeError(f"a {item.kind.value} event on {topic}")
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
+        if item is None:
+            return
         assert isinstance(item, NodeInput) and order is not None
         if item.node not in self.loaded:
             raw = self.table.get(item.node.encode())

@@ -11,9 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
-
-import orjson
 
 from models import (
     GpuSample,
@@ -31,6 +28,7 @@ from models.cards import SharingMode
 from streams.profiles.cards import LaidCard, lay_cards
 from streams.profiles.health import CardHealth, health_step
 from streams.profiles.quiet import QuietRules, QuietRun, quiet_step
+from streams.profiles.system_oom import SystemOoms, system_oom_step
 
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
@@ -198,6 +196,7 @@ def node_profile(
     telemetry: dict[CardKey, GpuTelemetry],
     *,
     at: datetime,
+    system_ooms: SystemOoms | None = None,
 ) -> NodeProfile:
     """A node's profile from its object, the tasks bound to it and its cards' telemetry."""
     held = sorted((t for t in tasks if holds_resources(t)), key=lambda t: t.key)
@@ -252,6 +251,8 @@ def node_profile(
         mig_device_profile=node.mig_device_profile,
         gpu_shared_resource=node.gpu_shared_resource,
         pods=tuple(t.key for t in held),
+        system_oom_count=system_ooms.count if system_ooms else 0,
+        last_system_oom=system_ooms.last_victim if system_ooms else None,
         updated_at=at,
     )
 
@@ -317,10 +318,16 @@ class NodeState:
     bound: dict[str, TaskProfile] = field(default_factory=dict)
     telemetry: dict[CardKey, GpuTelemetry] = field(default_factory=dict)
     profile: NodeProfile | None = None
+    system_ooms: SystemOoms = field(default_factory=SystemOoms)
 
     @property
     def empty(self) -> bool:
-        return self.node is None and not self.bound and not self.telemetry
+        return (
+            self.node is None
+            and not self.bound
+            and not self.telemetry
+            and not self.system_ooms.count
+        )
 
 
 def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
@@ -329,7 +336,9 @@ def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
             return []
         st.profile = None
         return [NodeProfileUpdate(name, None, at)]
-    profile = node_profile(st.node, list(st.bound.values()), st.telemetry, at=at)
+    profile = node_profile(
+        st.node, list(st.bound.values()), st.telemetry, at=at, system_ooms=st.system_ooms
+    )
     old = st.profile
     if old is not None and old.model_copy(update={"updated_at": at}) == profile:
         return []
@@ -340,18 +349,26 @@ def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
 def node_step(
     name: str,
     st: NodeState,
-    item: NodeEvent | GpuSample | Binding,
+    item: NodeEvent | GpuSample | Binding | SchedulingEvent,
     at: datetime,
     *,
     rules: CardRules,
+    event_id: str | None = None,
 ) -> tuple[list[NodeProfileUpdate], list[PeakReport]]:
     """The node-keyed half of the join: one input for node ``name``, its state updated in
     place; returns the node's profile change and any GPU memory peaks for pods."""
     peaks: list[PeakReport] = []
+    if isinstance(item, SchedulingEvent):
+        counted = system_oom_step(st.system_ooms, name, item.event, event_id)
+        if counted is None:
+            return [], peaks
+        st.system_ooms = counted
+        return (_refresh(name, st, at) if st.node is not None else []), peaks
     if isinstance(item, NodeEvent):
         if item.change == "delete":
             st.node = None
             st.telemetry.clear()
+            st.system_ooms = SystemOoms()
         else:
             if st.node is not None and st.node.unschedulable and not item.node.unschedulable:
                 # uncordoned: the operator says the node is fine again
@@ -420,63 +437,3 @@ def task_step(
         binds.append(Binding(new.node, key, new, at))
     binds.sort(key=lambda b: b.node)
     return new, [TaskProfileUpdate(key, new, at)], binds
-
-
-STATE_VERSION = 1
-
-
-def _json_of(model: TaskProfile | NodeProfile | Node | None) -> object:
-    return None if model is None else model.model_dump(mode="json")
-
-
-def encode_node_state(st: NodeState) -> bytes:
-    """One node's state as the node-keyed half snapshots it (a Faust table value)."""
-    return orjson.dumps(
-        {
-            "v": STATE_VERSION,
-            "node": _json_of(st.node),
-            "bound": {k: t.model_dump(mode="json") for k, t in st.bound.items()},
-            "telemetry": {
-                _card_text(card): [
-                    t.memory_total_mib,
-                    t.memory_used_mib,
-                    t.last_xid,
-                    t.pods,
-                    t.health.to_json(),
-                    None if t.quiet is None else t.quiet.to_json(),
-                ]
-                for card, t in st.telemetry.items()
-            },
-            "profile": _json_of(st.profile),
-        }
-    )
-
-
-def _card_text(card: CardKey) -> str:
-    index, mig = card
-    return str(index) if mig is None else f"{index}/{mig}"
-
-
-def _card_of(text: str) -> CardKey:
-    # "3" (a whole card; the only form before MIG instances were kept apart) or "3/1"
-    index, _, mig = text.partition("/")
-    return int(index), int(mig) if mig else None
-
-
-def _telemetry(fields: list[Any]) -> GpuTelemetry:
-    # three fields before per-pod figures were kept, four before card health, five before
-    # quiet runs
-    pods = tuple((str(k), float(v)) for k, v in fields[3]) if len(fields) > 3 else ()
-    health = CardHealth.from_json(fields[4]) if len(fields) > 4 else CardHealth()
-    quiet = QuietRun.from_json(fields[5]) if len(fields) > 5 else None
-    return GpuTelemetry(fields[0], fields[1], fields[2], pods, health, quiet)
-
-
-def decode_node_state(data: bytes) -> NodeState:
-    body = orjson.loads(data)
-    return NodeState(
-        node=None if body["node"] is None else Node.model_validate(body["node"]),
-        bound={k: TaskProfile.model_validate(t) for k, t in body["bound"].items()},
-        telemetry={_card_of(c): _telemetry(t) for c, t in body["telemetry"].items()},
-        profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
-    )

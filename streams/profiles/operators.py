@@ -35,12 +35,12 @@ from streams.profiles.join import (
     PeakReport,
     ProfileUpdate,
     TaskProfileUpdate,
-    decode_node_state,
-    encode_node_state,
     node_step,
     task_step,
 )
+from streams.profiles.node_state import decode_node_state, encode_node_state
 from streams.profiles.quiet import QuietRules
+from streams.profiles.system_oom import SYSTEM_OOM
 
 __all__ = [
     "NodeInput",
@@ -48,6 +48,7 @@ __all__ = [
     "ProfileJoin",
     "TaskInput",
     "TaskJoin",
+    "is_system_oom",
     "node_input",
     "ordered_deltas",
     "task_input",
@@ -83,8 +84,10 @@ class NodeInput:
     """One input of a node: its object, a GPU sample, or a pod binding to it."""
 
     node: str
-    item: NodeEvent | GpuSample | Binding
+    item: NodeEvent | GpuSample | Binding | SchedulingEvent
     at: datetime
+    event_id: str | None = None
+    """A SystemOOM event's id: each kill is counted once."""
 
 
 class _Clock:
@@ -163,7 +166,9 @@ class NodeJoin(_Clock):
         self._see(item.at)
         name = item.node
         st = self.node_states.setdefault(name, NodeState())
-        updates, peaks = node_step(name, st, item.item, item.at, rules=self.rules)
+        updates, peaks = node_step(
+            name, st, item.item, item.at, rules=self.rules, event_id=item.event_id
+        )
         if st.empty and st.profile is None:
             del self.node_states[name]
         if self._tracking:
@@ -201,7 +206,20 @@ def node_input(env: Envelope) -> NodeInput | None:
         return NodeInput(p.node.name, p, env.event_time)
     if isinstance(p, GpuSampleEvent):
         return NodeInput(p.sample.node, p.sample, env.event_time)
+    if is_system_oom(p):
+        assert isinstance(p, SchedulingEvent) and p.event.node is not None
+        return NodeInput(p.event.node, p, env.event_time, env.id)
     return None
+
+
+def is_system_oom(p: object) -> bool:
+    """The kubelet's report of the node's kernel OOM killer: about a node, not a pod."""
+    return (
+        isinstance(p, SchedulingEvent)
+        and p.event.reason == SYSTEM_OOM
+        and not p.event.pod_name
+        and bool(p.event.node)
+    )
 
 
 class ProfileJoin(_Clock):

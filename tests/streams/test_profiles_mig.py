@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from models import Envelope, GpuSample, GpuSampleEvent, Node, NodeEvent
-from streams.profiles.join import decode_node_state, encode_node_state
+from streams.profiles.node_state import decode_node_state, encode_node_state
 from streams.profiles.operators import ProfileJoin
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

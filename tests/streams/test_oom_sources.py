@@ -1,0 +1,164 @@
+"""OOM events from the sources besides a container's own kill, through the join and the cluster
+operator: the kubelet's SystemOOM events (the node's kernel OOM killer) and pods held at their
+GPU memory limit (the near_memory_limit signal). Defaults: a node storm at 5 OOMs in 120 s, a
+card storm at 3 in 60 s; near_memory_limit at 95 % of the limit for 60 s."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from models import (
+    Envelope,
+    GpufragSettings,
+    GpuSample,
+    GpuSampleEvent,
+    Node,
+    NodeEvent,
+    PayloadModel,
+    Pod,
+    PodEvent,
+    PodPhase,
+    ResourceRequest,
+    SchedulerEvent,
+    SchedulingEvent,
+    Signal,
+)
+from models.cards import SharingMode
+from streams.pipeline import Pipeline, define_pipeline
+from streams.profiles.system_oom import victim_of
+from tests.streams.pipeline_feed import feed
+
+T0 = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def wrap(payload: PayloadModel, s: float) -> Envelope:
+    return Envelope.wrap(payload, event_time=at(s), source="test")
+
+
+def pod(key: str, node: str, *, limit: int | None = None) -> PodEvent:
+    ns, name = key.split("/")
+    return PodEvent(
+        change="upsert",
+        pod=Pod(
+            namespace=ns,
+            name=name,
+            uid=f"u-{name}",
+            phase=PodPhase.RUNNING,
+            node=node,
+            gpu_memory_limit_mib=limit,
+            requests=ResourceRequest(
+                cpu_milli=500, memory_mib=512, gpu_count=1, gpu_milli=1000, gpu_memory_mib=limit
+            ),
+            created_at=T0,
+        ),
+    )
+
+
+def system_oom(pid: int) -> SchedulingEvent:
+    return SchedulingEvent(
+        event=SchedulerEvent(
+            reason="SystemOOM",
+            message=f"System OOM encountered, victim process: python3, pid: {pid}",
+            node="cpu-gpu-0",
+        )
+    )
+
+
+def run(envs: list[Envelope], until_s: float) -> tuple[Pipeline, list[Signal]]:
+    p = define_pipeline(GpufragSettings()).build()
+    out: list[Signal] = []
+    for env in [*envs, wrap(NodeEvent(change="upsert", node=_node("tick")), until_s)]:
+        out += feed(p, env)
+    return p, [s for s in out if s.kind.value == "oom_storm"]
+
+
+def _node(name: str, **kw: object) -> Node:
+    return Node(
+        name=name,
+        cpu_milli=64_000,
+        memory_mib=262_144,
+        gpu_model="V100M32",
+        gpu_count=1,
+        gpu_memory_mib=32_768,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def hog_reading(mib: float) -> GpuSampleEvent:
+    return GpuSampleEvent(
+        sample=GpuSample(
+            node="cpu-gpu-0",
+            gpu_index=0,
+            memory_total_mib=32_768.0,
+            memory_used_mib=mib,
+            pod_memory_mib={"batch/hog": mib},
+        )
+    )
+
+
+def kernel_incident(kills: int) -> list[Envelope]:
+    out = [
+        wrap(NodeEvent(change="upsert", node=_node("cpu-gpu-0")), 0),
+        wrap(pod("batch/hog", "cpu-gpu-0"), 1),
+        wrap(hog_reading(1_000), 10),
+        wrap(hog_reading(20_000), 40),
+    ]
+    return out + [wrap(system_oom(4_000 + i), 60 + 10 * i) for i in range(kills)]
+
+
+def test_kernel_oom_kills_on_a_node_open_a_node_storm_naming_the_processes() -> None:
+    p, storms = run(kernel_incident(5), until_s=1_000)
+    assert [(s.state, s.scope.value, s.scope_id) for s in storms] == [
+        ("open", "node", "cpu-gpu-0"),
+        ("resolved", "node", "cpu-gpu-0"),
+    ]
+    opened = storms[0]
+    assert opened.opened_at == at(100)  # the fifth kill, 40 s after the first
+    assert opened.evidence["victims"] == [f"cpu-gpu-0: python3 (pid {4_000 + i})" for i in range(5)]
+    assert opened.evidence["aggressor"] == "batch/hog"  # grew 19,000 MiB before the first kill
+    assert storms[1].resolved_at == at(400)
+    profile = p.join.node_profiles["cpu-gpu-0"]
+    assert (profile.system_oom_count, profile.last_system_oom) == (
+        5,
+        "cpu-gpu-0: python3 (pid 4004)",
+    )
+
+
+def test_a_kernel_oom_seen_again_is_not_counted_again() -> None:
+    envs = kernel_incident(4)
+    # the watcher's re-list sends the last kill again: the same event, the same id
+    _, storms = run([*envs, envs[-1].model_copy(update={"event_time": at(95)})], until_s=1_000)
+    assert storms == []  # 4 kills, below the node's 5
+
+
+def test_a_kernel_oom_message_without_a_victim_is_kept_as_it_is() -> None:
+    assert victim_of("n1", "System OOM encountered") == "n1: System OOM encountered"
+    assert victim_of("n1", "") == "n1: unknown process"
+
+
+def test_pods_held_at_their_gpu_memory_limit_count_as_oom_events_of_their_card() -> None:
+    hami = _node("hami-0", gpu_replicas=10, gpu_sharing=SharingMode.HAMI)
+    pods = ["llm/a", "llm/b", "llm/c"]
+    envs = [wrap(NodeEvent(change="upsert", node=hami), 0)]
+    envs += [wrap(pod(k, "hami-0", limit=8_000), 1) for k in pods]
+    use: dict[str, float] = {k: 4_000.0 for k in pods}
+    for i, k in enumerate(pods):
+        use[k] = 7_900.0  # 98.75 % of the limit, from 10, 20 and 30 s
+        sample = GpuSample(
+            node="hami-0",
+            gpu_index=0,
+            memory_total_mib=32_768.0,
+            memory_used_mib=sum(use.values()),
+            pod_memory_mib=dict(use),
+        )
+        envs.append(wrap(GpuSampleEvent(sample=sample), 10 + 10 * i))
+    _, storms = run(envs, until_s=1_000)
+    opened = [s for s in storms if s.state == "open"]
+    assert [(s.scope.value, s.scope_id) for s in opened] == [("gpu", "hami-0/0")]
+    # each held 60 s: at 70, 80 and 90 s; the third is the card's third in 60 s
+    assert opened[0].opened_at == at(90)
+    assert opened[0].evidence["victims"] == pods
