@@ -41,6 +41,8 @@ class CardView:
     memory_shared: bool
     detail: str
     """What is allocated and free, in the mode's own units."""
+    healthy: bool = True
+    fault: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,8 @@ class Inspection:
                             "pods": list(c.pods),
                             "pod_memory_mib": c.pod_memory_mib,
                             "instance_memory_used_mib": c.instance_memory_used_mib,
+                            "healthy": c.healthy,
+                            "fault": c.fault,
                         }
                         for c in n.cards
                     ],
@@ -114,6 +118,8 @@ class Inspection:
 
 
 def _detail(card: GpuState) -> str:
+    if not card.healthy:
+        return f"out of service: {card.fault or 'node problem condition'}"
     if card.mode is SharingMode.MIG:
         used = ", ".join(f"{n}x{p}" for p, n in sorted(card.mig_used.items())) or "none"
         free = ", ".join(f"{n}x{p}" for p, n in sorted(card.mig_free.items())) or "none"
@@ -197,6 +203,8 @@ def inspect_cluster(
                         instance_memory_used_mib=dict(g.instance_memory_used_mib),
                         memory_shared=g.memory_shared,
                         detail=_detail(g),
+                        healthy=g.healthy,
+                        fault=g.fault,
                     )
                     for g in p.gpus
                 ),

@@ -202,3 +202,20 @@ def test_a_snapshot_without_gpu_pods_says_the_fragmentation_means_little(tmp_pat
     out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, nodes_only)))
     assert out.returncode == 0, out.stderr
     assert "no pod in the snapshot asks for a GPU" in out.stdout
+
+
+def test_a_node_problem_condition_shows_its_cards_out_of_service(tmp_path: Path) -> None:
+    snapshot = json.loads(FIXTURE.read_text())
+    node = next(i for i in snapshot["items"] if i["metadata"]["name"] == "gpu-h100-01")
+    node["status"].setdefault("conditions", []).append(
+        {"type": "GpuUnhealthy", "status": "True", "reason": "XidError", "message": "Xid 79"}
+    )
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(snapshot))
+    out = gpufrag("inspect", "--kube-json", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert [c["healthy"] for c in cards(body, "gpu-h100-01")] == [False, False]
+    assert all(c["healthy"] for c in cards(body, "gpu-t4-ts-01"))
+    text = gpufrag("inspect", "--kube-json", str(path)).stdout
+    assert "out of service: node problem condition" in text
