@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from connectors.clickhouse.rows import (
@@ -25,8 +26,17 @@ from streams.runner.embedded import Emission, Failure
 class StoreOutput:
     """Turns emissions into rows; the sink batches, retries and dead-letters them."""
 
-    def __init__(self, sink: ClickHouseSink, *, run_id: str, track_arrivals: bool) -> None:
+    def __init__(
+        self,
+        sink: ClickHouseSink,
+        *,
+        run_id: str,
+        track_arrivals: bool,
+        on_signal: Callable[[Signal], None] | None = None,
+    ) -> None:
+        """``on_signal`` sees every signal as it is stored (replay matches injected storms)."""
         self.sink = sink
+        self.on_signal = on_signal
         self.run_id = run_id
         self.track_arrivals = track_arrivals
         self._seq = 0
@@ -84,6 +94,8 @@ class StoreOutput:
         if isinstance(out, Signal):
             per_kind = self.signal_counts.setdefault(out.kind.value, {})
             per_kind[out.state] = per_kind.get(out.state, 0) + 1
+            if self.on_signal is not None:
+                self.on_signal(out)
             return [("signals", signal_row(run, out))]
         if isinstance(out, InstantReport):
             rows = [

@@ -34,6 +34,7 @@ from models import (
     SchedulingEvent,
     TraceSettings,
 )
+from models.settings import OomStormSettings
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, TypicalPods
 from streams.placement.cluster import SimCluster
@@ -41,6 +42,7 @@ from streams.placement.experiment import arrival_sequence
 from streams.placement.policies import make_policy
 from streams.placement.scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec, PodSpec
+from streams.simulation.incidents import StormInjector, plan
 
 NAMESPACE = "trace"
 
@@ -65,6 +67,9 @@ class ReplayOptions:
     node_limit: int | None = None
     """Use only the first N nodes of the node list (a smaller cluster fills up sooner)."""
     source: str = "trace"
+    inject_oom_storms: int = 0
+    """Scripted OOM incidents (and background OOMs) added to the stream at seeded times and
+    places (``streams/simulation/incidents.py``); the simulated scheduler does not see them."""
 
 
 class TraceReplayError(ValueError):
@@ -105,7 +110,9 @@ class SimulatedCluster:
         *,
         options: ReplayOptions,
         trace: TraceSettings | None = None,
+        oom_storm: OomStormSettings | None = None,
     ) -> None:
+        """``oom_storm``: the thresholds injected incidents are spaced for (default settings)."""
         if options.node_limit is not None:
             if options.node_limit < 1:
                 raise TraceReplayError("node_limit must be at least 1")
@@ -114,6 +121,10 @@ class SimulatedCluster:
             raise TraceReplayError("the node list is empty")
         if options.time_scale <= 0:
             raise TraceReplayError("time_scale must be positive")
+        if options.inject_oom_storms < 0:
+            raise TraceReplayError("inject_oom_storms must be 0 or more")
+        if options.inject_oom_storms and not any(n.gpu_count for n in nodes):
+            raise TraceReplayError("no node has a GPU card to inject OOM storms on")
         self.nodes = list(nodes)
         self.pods = list(pods)
         self.options = options
@@ -132,6 +143,10 @@ class SimulatedCluster:
         )
         self.scheduler = SimScheduler(self.cluster, make_policy(options.policy, self.cluster), rng)
         self._rng = rng
+        self._sequence: list[PodSpec] | None = None
+        self._oom_storm = oom_storm or OomStormSettings()
+        self.injector: StormInjector | None = None
+        """What was injected, once ``events`` has started (with ``inject_oom_storms``)."""
         self.bound = 0
         self.failed = 0
         self.deleted = 0
@@ -147,7 +162,30 @@ class SimulatedCluster:
             deleted=self.deleted,
         )
 
+    def end(self) -> datetime:
+        """Event time of the stream's last event, known before it runs (injected incidents are
+        spread over the replay's span). In fgd mode this draws the arrival sequence, which the
+        stream would draw first anyway, and keeps it: the stream is the same either way."""
+        if self.options.mode == TraceMode.FGD:
+            return self.start + timedelta(seconds=len(self._arrivals())) + FGD_DECISION_DELAY
+        last = max((max(p.creation_time or 0, p.deletion_time or 0) for p in self.pods), default=0)
+        return self.start + timedelta(seconds=last / self.options.time_scale)
+
     def events(self) -> Iterator[Envelope]:
+        stream = self._trace_events()
+        if self.options.inject_oom_storms:
+            items = plan(
+                storms=self.options.inject_oom_storms,
+                seed=self.options.seed,
+                start=self.start,
+                end=self.end(),
+                settings=self._oom_storm,
+            )
+            self.injector = StormInjector(items)
+            stream = self.injector.wrap(stream)
+        yield from stream
+
+    def _trace_events(self) -> Iterator[Envelope]:
         yield from self._node_events()
         if self.options.mode == TraceMode.FGD:
             yield from self._fgd()
@@ -226,15 +264,18 @@ class SimulatedCluster:
 
     # --- modes ------------------------------------------------------------------------------
 
+    def _arrivals(self) -> list[PodSpec]:
+        if self._sequence is None:
+            self._sequence = arrival_sequence(
+                [_spec(p) for p in self.pods],
+                capacity_milli=self.cluster.capacity_milli,
+                ratio=self.options.ratio,
+                rng=self._rng,
+            )
+        return self._sequence
+
     def _fgd(self) -> Iterator[Envelope]:
-        specs = [_spec(p) for p in self.pods]
-        seq = arrival_sequence(
-            specs,
-            capacity_milli=self.cluster.capacity_milli,
-            ratio=self.options.ratio,
-            rng=self._rng,
-        )
-        for k, spec in enumerate(seq):
+        for k, spec in enumerate(self._arrivals()):
             at = self.start + timedelta(seconds=k + 1)
             # The scheduler's attempt comes half a second after the pod: the pod is pending for
             # one instant, so a pod the cluster cannot take is seen pending (and explained)

@@ -17,7 +17,6 @@ import typer
 from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
@@ -30,6 +29,7 @@ from models.refusal import Refusal
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
+from streams.app.replay_summary import json_summary, print_summary, summary_of
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.app.workload import check_ratio, pod_shape, read_trace, specs
@@ -43,6 +43,7 @@ from streams.simulation.cluster import (
     TraceMode,
     TraceReplayError,
 )
+from streams.simulation.storm_tally import StormTally
 
 RUN_TABLES = (
     "events",
@@ -59,6 +60,10 @@ RUN_TABLES = (
 
 SEED_MAX = 2**63 - 1
 """The runs table keeps the seed as Int64."""
+MAX_INJECTED_STORMS = 10_000
+"""A bound on the plan held in memory: an incident and its background OOMs take about 29
+event-time minutes with the default quiet period (300 s), so 10,000 of them take 200 days,
+longer than the bundled trace's 149."""
 
 
 def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
@@ -82,6 +87,8 @@ def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
         "time_scale": options.time_scale,
         "node_limit": options.node_limit,
     }
+    if options.inject_oom_storms:  # only when asked, so runs without keep their ids
+        fields["inject_oom_storms"] = options.inject_oom_storms
     h.update(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
     return h.hexdigest()[:16]
 
@@ -107,6 +114,7 @@ def _run_row(
             "ratio": options.ratio,
             "time_scale": options.time_scale,
             "node_limit": options.node_limit,
+            "inject_oom_storms": options.inject_oom_storms,
         },
         summary=summary,
     )
@@ -160,6 +168,16 @@ def replay(
             "dead_letter table); without it any such row stops the replay before it starts."
         ),
     ] = False,
+    inject_oom_storms: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=MAX_INJECTED_STORMS,
+            help="Add N scripted OOM storms (an aggressor and 3-6 victims OOM-killed within a "
+            "minute on one shared card) and 3N background OOMs below the thresholds, at times "
+            "and places drawn from --seed; the summary says how many storms were found.",
+        ),
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
@@ -190,9 +208,16 @@ def replay(
             time_scale=time_scale,
             node_limit=node_limit,
             source=source,
+            inject_oom_storms=inject_oom_storms,
         )
         trace_settings = GpufragSettings().trace
-        sim = SimulatedCluster(trace.nodes, trace_pods, options=options, trace=trace_settings)
+        sim = SimulatedCluster(
+            trace.nodes,
+            trace_pods,
+            options=options,
+            trace=trace_settings,
+            oom_storm=GpufragSettings().detectors.oom_storm,
+        )
         _check_runnable(sim, trace_pods, options, trace_settings)
         settings = store_settings(store)
         run_id = run_id_of(nodes_path, pods_path, options)
@@ -273,7 +298,13 @@ async def _replay(
         await asyncio.to_thread(store.insert, "dead_letter", [refusal_row(r) for r in refused])
     sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
     await sink.start()
-    output = StoreOutput(sink, run_id=run_id, track_arrivals=options.mode is TraceMode.FGD)
+    tally = StormTally(GpufragSettings().detectors.oom_storm)
+    output = StoreOutput(
+        sink,
+        run_id=run_id,
+        track_arrivals=options.mode is TraceMode.FGD,
+        on_signal=tally.observe,
+    )
     # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
     # paper; a live cluster learns it from the pods it sees instead.
     pipeline = define_pipeline(GpufragSettings(), typical=typical).build()
@@ -308,16 +339,18 @@ async def _replay(
     if interrupts.forced:
         interrupts.report_forced()
         return 130
-    summary = _summary(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
+    summary = summary_of(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
     summary["refused_rows"] = len(refused)
+    storms = sim.injector.storms if sim.injector is not None else []
+    summary.update(tally.counts(storms).as_summary())
     status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
     if failure is not None:
         summary["error"] = f"{type(failure).__name__}: {failure}"
     await record.end(status, summary)
     if as_json:
-        typer.echo(orjson.dumps(_json_summary(run_id, status, summary)).decode())
+        typer.echo(orjson.dumps(json_summary(run_id, status, summary)).decode())
     else:
-        _print_summary(run_id, status, options, summary, settings.dsn or "")
+        print_summary(run_id, status, options, summary, settings.dsn or "")
     if failure is not None:
         raise failure
     return 130 if runner.interrupted else 0
@@ -397,99 +430,3 @@ def _progress_bar(console: Console) -> _ProgressBar:
         disable=not console.is_terminal,
     )
     return _ProgressBar(bar, bar.add_task("replaying", total=None))
-
-
-def _summary(
-    sim: SimulatedCluster,
-    runner: EmbeddedRunner,
-    output: StoreOutput,
-    options: ReplayOptions,
-    *,
-    elapsed_s: float,
-) -> dict[str, object]:
-    snap = runner.pipeline.cluster.summary()
-    stats = sim.stats
-    return {
-        "events": runner.processed,
-        "failed_events": runner.failures,
-        "nodes": stats.nodes,
-        "pods": stats.pods,
-        "bound": stats.bound,
-        "failed_scheduling": stats.failed_attempts,
-        "deleted": stats.deleted,
-        "frag_amount_pct": round(snap.frag_amount_pct, 4),
-        "frag_ratio_pct": round(snap.frag_ratio_pct, 4),
-        "alloc_pct": round(snap.alloc_pct, 4),
-        "unplaceable_pods": snap.unplaceable_pods,
-        "stranded_nodes": snap.stranded_nodes,
-        "signals": output.signal_counts,
-        "elapsed_s": round(elapsed_s, 2),
-        "cluster_shaping": _shaping(options),
-    }
-
-
-def _json_summary(run_id: str, status: str, summary: dict[str, object]) -> dict[str, object]:
-    """Every signal kind with both counts, zeros included, so a script needs no defaults."""
-    counts = summary["signals"]
-    assert isinstance(counts, dict)
-    kinds = sorted(set(counts) | {"fragmentation", "stranded_gpus", "unplaceable_pending"})
-    signals = {
-        k: {
-            "open": counts.get(k, {}).get("open", 0),
-            "resolved": counts.get(k, {}).get("resolved", 0),
-        }
-        for k in kinds
-    }
-    return {"run_id": run_id, "status": status, **summary, "signals": signals}
-
-
-def _shaping(options: ReplayOptions) -> str:
-    parts = []
-    if options.mode is TraceMode.FGD:
-        parts.append(f"FGD protocol: arrivals only, padded to {options.ratio}x GPU capacity")
-    elif options.time_scale != 1.0:
-        parts.append(f"time compressed {options.time_scale}x")
-    else:
-        parts.append("trace's own timeline (the full cluster is rarely loaded)")
-    if options.node_limit:
-        parts.append(f"first {options.node_limit} nodes only")
-    return "; ".join(parts)
-
-
-def _print_summary(
-    run_id: str, status: str, options: ReplayOptions, summary: dict[str, object], dsn: str
-) -> None:
-    table = Table(title=f"gpufrag replay {run_id} ({status})", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    sig = summary["signals"]
-    assert isinstance(sig, dict)
-    rows = [
-        ("mode / policy / seed", f"{options.mode.value} / {options.policy} / {options.seed}"),
-        ("cluster shaping", str(summary["cluster_shaping"])),
-        ("nodes / pods", f"{summary['nodes']} / {summary['pods']}"),
-        (
-            "bound / failed attempts / deleted",
-            f"{summary['bound']} / {summary['failed_scheduling']} / {summary['deleted']}",
-        ),
-        ("events processed (failed)", f"{summary['events']} ({summary['failed_events']})"),
-        ("GPU allocated at end", f"{summary['alloc_pct']:.2f} %"),
-        (
-            "fragmentation at end",
-            f"{summary['frag_amount_pct']:.2f} % of GPUs, "
-            f"{summary['frag_ratio_pct']:.2f} % of idle",
-        ),
-        (
-            "unplaceable pending / stranded nodes at end",
-            f"{summary['unplaceable_pods']} / {summary['stranded_nodes']}",
-        ),
-    ]
-    for kind, states in sorted(sig.items()):
-        rows.append((f"signals: {kind}", ", ".join(f"{n} {s}" for s, n in sorted(states.items()))))
-    if summary.get("refused_rows"):
-        rows.append(("trace rows refused (in dead_letter)", str(summary["refused_rows"])))
-    rows += [("elapsed", f"{summary['elapsed_s']} s"), ("store", dsn)]
-    for k, v in rows:
-        table.add_row(k, v)
-    Console().print(table)
-    Console().print("Next: gpufrag sql --list, gpufrag explain POD, gpufrag report")
