@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from models import SignalKind
 from streams.app.store_output import StoreOutput
 from streams.runner.embedded import EmbeddedRunner
 from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
@@ -43,7 +44,7 @@ def json_summary(run_id: str, status: str, summary: dict[str, object]) -> dict[s
     """Every signal kind with both counts, zeros included, so a script needs no defaults."""
     counts = summary["signals"]
     assert isinstance(counts, dict)
-    kinds = sorted(set(counts) | {"fragmentation", "stranded_gpus", "unplaceable_pending"})
+    kinds = sorted(set(counts) | {k.value for k in SignalKind})
     signals = {
         k: {
             "open": counts.get(k, {}).get("open", 0),
