@@ -16,10 +16,16 @@ from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import Envelope, from_json
 from streams.app.bus import Bus
+from streams.app.commands.replay import MAX_INJECTED_STORMS
 from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
 from streams.distributed import topics
-from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
+from streams.simulation.cluster import (
+    ReplayOptions,
+    SimulatedCluster,
+    TraceMode,
+    TraceReplayError,
+)
 
 
 def read_events(path: Path, rejected: list[str]) -> Iterator[Envelope]:
@@ -55,12 +61,23 @@ def publish(
         float | None,
         typer.Option(min=0.1, help="Events per wall-clock second; default as fast as possible."),
     ] = None,
+    inject_oom_storms: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=MAX_INJECTED_STORMS,
+            help="As gpufrag replay: add N scripted OOM storms and 3N background OOMs to the "
+            "trace replay (not with --file); the workers' signals show them.",
+        ),
+    ] = 0,
 ) -> None:
     """Send events onto the input topics (created if missing), keyed for the workers. A broker
     that goes away for a while is waited for (up to two minutes per send), not given up on."""
     bus = Bus.resolve(bootstrap, prefix)
     rejected: list[str] = []
     with user_errors():
+        if file is not None and inject_oom_storms:
+            raise TraceReplayError("--inject-oom-storms adds to a trace replay, not to --file")
         if file is not None:
             # a file need not be in event-time order; the bus needs it in order (progress
             # reports promise that nothing earlier follows), so it is sorted first (stable)
@@ -77,6 +94,7 @@ def publish(
                     seed=seed,
                     node_limit=node_limit,
                     source=f"trace:{(pods or bundled_pods_path()).stem}",
+                    inject_oom_storms=inject_oom_storms,
                 ),
             )
             source = sim.events()
