@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -31,6 +31,11 @@ class GpuSample(Frozen):
     utilization_pct: Annotated[float, Field(ge=0, le=100)] | None = None
     engine_active: Annotated[float, Field(ge=0, le=1)] | None = None
     xid: XidCode | None = None
+    xid_from: Literal["gauge", "events"] | None = None
+    """What ``xid`` is: the last XID since the driver loaded, read again at every scrape
+    (dcgm-exporter's gauge; None there means none), or an XID that fired since the last
+    reading (NVML's events; None means none fired, not a reset). None: not said (read as a
+    gauge)."""
     mig_profile: str | None = None
     mig_instance: MigInstance | None = None
     pod: str | None = None

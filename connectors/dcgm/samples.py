@@ -218,6 +218,7 @@ def _sample(key: Key, gpu: _Gpu, lines: list[int], refused: set[int]) -> GpuSamp
         utilization_pct=_float(v.get("utilization_pct")),
         engine_active=_float(v.get("engine_active")),
         xid=_int(v.get("xid")) or None,  # 0: no XID since the driver loaded
+        xid_from="gauge" if "xid" in v else None,
         mig_profile=_label(labels, "GPU_I_PROFILE") if instance is not None else None,
         mig_instance=instance,
         namespace=owner[0] if owner else None,

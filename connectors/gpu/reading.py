@@ -126,6 +126,7 @@ def to_sample(
         memory_reserved_mib=_mib(reading.memory_reserved_bytes),
         utilization_pct=reading.gpu_util_pct,
         xid=reading.xid,
+        xid_from="events",
         ecc_uncorrected_volatile=reading.ecc_uncorrected_volatile,
         rows_remapped_correctable=reading.rows_remapped_correctable,
         rows_remapped_uncorrectable=reading.rows_remapped_uncorrectable,

@@ -122,8 +122,10 @@ def _layout(labels: dict[str, str], allocatable: dict[str, Any], hami: HamiCards
 KUBELET_CONDITIONS = frozenset(
     {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
 )
-"""The kubelet's own conditions: it taints the node for these, and Ready True is the good
-state; every other condition that holds (Node Problem Detector's) names a problem."""
+"""The kubelet's own conditions: it taints the node for these. Of the others, one named
+``...Ready`` (the EKS node monitoring agent's ``AcceleratedHardwareReady``, ``KernelReady``) is a
+problem when False; any other (Node Problem Detector's ``KernelDeadlock``, a GPU check's own) is
+a problem when True."""
 PROBLEM_TEXT_MAX = 200
 """A condition's reason and message kept, in characters: enough for NPD's one-line messages
 ("kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.")."""
@@ -132,9 +134,12 @@ PROBLEM_TEXT_MAX = 200
 def problems_of(conditions: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for c in conditions or []:
-        if not c.type or c.type in KUBELET_CONDITIONS or c.status != "True":
+        if not c.type or c.type in KUBELET_CONDITIONS:
             continue
-        text = ": ".join(x for x in (c.reason, c.message) if x) or "True"
+        bad = "False" if str(c.type).endswith("Ready") else "True"
+        if c.status != bad:
+            continue  # Unknown: the checker has not said; not taken as a problem
+        text = ": ".join(x for x in (c.reason, c.message) if x) or bad
         out[str(c.type)] = text[:PROBLEM_TEXT_MAX]
     return dict(sorted(out.items()))
 

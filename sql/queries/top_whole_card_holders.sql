@@ -2,12 +2,15 @@
 -- readings that name the pod, the peak memory share and the mean and peak engine activity
 -- (DCGM's engine activity, else utilization). verdict: idle (peak activity below 1 %),
 -- small_work (peak memory below memory_pct and peak activity below activity_pct: a replica or a
--- MIG instance would serve it), busy, or no_samples (no reading names the pod: unknown, not
--- idle). Underused holders first, then by card-hours.
+-- MIG instance would serve it), busy; or, where the readings cannot tell: no_samples (none names
+-- the pod), no_activity (none has an activity figure), short (they span less than window_s),
+-- no_memory (idle is ruled out, small work cannot be told). Underused holders first, then by
+-- card-hours.
 -- param: run_id String = latest
 -- param: limit UInt32 = 20
 -- param: memory_pct Float64 = 25
 -- param: activity_pct Float64 = 10
+-- param: window_s Float64 = 1800
 WITH
     (SELECT max(ts) FROM task_profiles FINAL WHERE run_id = {run_id:String}) AS run_end,
     per_pod AS
@@ -30,6 +33,7 @@ WITH
         SELECT
             concat(ifNull(namespace, 'default'), '/', pod)                  AS key,
             count()                                                         AS samples,
+            dateDiff('second', min(ts), max(ts))                            AS sampled_s,
             max(memory_used_mib / nullIf(memory_total_mib, 0)) * 100        AS peak_memory_pct,
             avg(coalesce(engine_active * 100, utilization_pct))             AS mean_activity_pct,
             max(coalesce(engine_active * 100, utilization_pct))             AS peak_activity_pct
@@ -48,8 +52,11 @@ SELECT
     round(u.mean_activity_pct, 1)                                            AS mean_activity_pct,
     round(u.peak_activity_pct, 1)                                            AS peak_activity_pct,
     multiIf(
-        u.samples IS NULL OR u.peak_activity_pct IS NULL, 'no_samples',
+        u.samples IS NULL, 'no_samples',
+        u.peak_activity_pct IS NULL, 'no_activity',
+        u.sampled_s < {window_s:Float64}, 'short',
         u.peak_activity_pct < 1, 'idle',
+        u.peak_memory_pct IS NULL, 'no_memory',
         u.peak_memory_pct < {memory_pct:Float64}
             AND u.peak_activity_pct < {activity_pct:Float64}, 'small_work',
         'busy'

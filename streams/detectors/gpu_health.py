@@ -35,7 +35,7 @@ class GpuHealth(Detector[GpuHealthSettings]):
             for g in profile.gpus:
                 if g.fault is not None:
                     now[(Scope.GPU, f"{name}/{g.index}")] = _card(name, g)
-            if profile.problems:
+            if profile.problems and profile.gpus:  # a CPU node's problems are not a GPU's
                 now[(Scope.NODE, name)] = _node(profile)
         out: list[Signal] = []
         for scope, scope_id in sorted(self.faulted.get(name, set()) - set(now)):

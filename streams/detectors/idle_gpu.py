@@ -74,8 +74,10 @@ class IdleGpu(Detector[IdleGpuSettings]):
         self, pod: str, cards: list[GpuState], model: str | None
     ) -> tuple[str, dict[str, object]] | None:
         s = self.settings
-        if not all(g.quiet_held and g.quiet_peak_activity_pct is not None for g in cards):
-            return None
+        if not all(
+            g.quiet_held and g.quiet_peak_activity_pct is not None and g.healthy for g in cards
+        ):
+            return None  # not quiet for the window, or out of service (gpu_unhealthy says so)
         activity = max(g.quiet_peak_activity_pct or 0.0 for g in cards)
         whole = all(_whole(g, pod) for g in cards)
         share = _peak_share(cards)

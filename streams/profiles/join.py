@@ -197,14 +197,17 @@ def node_profile(
     *,
     at: datetime,
     system_ooms: SystemOoms | None = None,
+    rules: CardRules | None = None,
 ) -> NodeProfile:
     """A node's profile from its object, the tasks bound to it and its cards' telemetry."""
     held = sorted((t for t in tasks if holds_resources(t)), key=lambda t: t.key)
+    bound = {t.key: t.bound_at for t in held if t.bound_at is not None}
     layout = lay_cards(node, [(t.key, t.requests, t.gpu_indices) for t in held])
     gpus = []
     for card in _numbered(layout.cards, telemetry):
         tel = card_telemetry(telemetry, card.index)
         health = tel.health if tel else CardHealth()
+        quiet = _held_by(tel.quiet if tel else None, card.pods, bound, rules)
         total = tel.memory_total_mib if tel and tel.memory_total_mib else card.memory_total_mib
         gpus.append(
             GpuState(
@@ -227,12 +230,10 @@ def node_profile(
                 fault=health.fault,
                 fault_code=health.code,
                 fault_since=health.since,
-                quiet_since=tel.quiet.since if tel and tel.quiet else None,
-                quiet_held=bool(tel and tel.quiet and tel.quiet.held),
-                quiet_peak_mib=tel.quiet.peak_mib if tel and tel.quiet else None,
-                quiet_peak_activity_pct=(
-                    round(tel.quiet.peak_activity_pct, 1) if tel and tel.quiet else None
-                ),
+                quiet_since=quiet.since if quiet else None,
+                quiet_held=bool(quiet and quiet.held),
+                quiet_peak_mib=quiet.peak_mib if quiet else None,
+                quiet_peak_activity_pct=round(quiet.peak_activity_pct, 1) if quiet else None,
             )
         )
     return NodeProfile(
@@ -322,22 +323,41 @@ class NodeState:
 
     @property
     def empty(self) -> bool:
-        return (
-            self.node is None
-            and not self.bound
-            and not self.telemetry
-            and not self.system_ooms.count
-        )
+        return self.node is None and not self.bound and not self.telemetry
 
 
-def _refresh(name: str, st: NodeState, at: datetime) -> list[NodeProfileUpdate]:
+def _held_by(
+    run: QuietRun | None,
+    pods: Iterable[str],
+    bound: dict[str, datetime],
+    rules: CardRules | None,
+) -> QuietRun | None:
+    """The card's quiet run as its holders' own: a pod bound to a card that was already quiet
+    has been quiet only since it was bound (it may still be loading), so the run counts from
+    the latest binding and is held once that much of it spans the window (without ``rules``,
+    not held then)."""
+    latest = max((bound[p] for p in pods if p in bound), default=None)
+    if run is None or latest is None or latest <= run.since:
+        return run
+    spans = (run.last_at - latest).total_seconds()
+    return replace(run, since=latest, held=rules is not None and spans >= rules.quiet.window_s)
+
+
+def _refresh(
+    name: str, st: NodeState, at: datetime, rules: CardRules | None = None
+) -> list[NodeProfileUpdate]:
     if st.node is None:
         if st.profile is None:
             return []
         st.profile = None
         return [NodeProfileUpdate(name, None, at)]
     profile = node_profile(
-        st.node, list(st.bound.values()), st.telemetry, at=at, system_ooms=st.system_ooms
+        st.node,
+        list(st.bound.values()),
+        st.telemetry,
+        at=at,
+        system_ooms=st.system_ooms,
+        rules=rules,
     )
     old = st.profile
     if old is not None and old.model_copy(update={"updated_at": at}) == profile:
@@ -359,11 +379,15 @@ def node_step(
     place; returns the node's profile change and any GPU memory peaks for pods."""
     peaks: list[PeakReport] = []
     if isinstance(item, SchedulingEvent):
-        counted = system_oom_step(st.system_ooms, name, item.event, event_id)
+        # a kill on a node not (or no longer) known: kept in the events, counted nowhere (a
+        # re-list after a delete would otherwise leave a state behind for every gone node)
+        counted = (
+            None if st.node is None else system_oom_step(st.system_ooms, name, item.event, event_id)
+        )
         if counted is None:
             return [], peaks
         st.system_ooms = counted
-        return (_refresh(name, st, at) if st.node is not None else []), peaks
+        return _refresh(name, st, at, rules), peaks
     if isinstance(item, NodeEvent):
         if item.change == "delete":
             st.node = None
@@ -376,19 +400,19 @@ def node_step(
                     c: replace(t, health=t.health.acknowledged()) for c, t in st.telemetry.items()
                 }
             st.node = item.node
-        return _refresh(name, st, at), peaks
+        return _refresh(name, st, at, rules), peaks
     if isinstance(item, Binding):
         if item.task is None:
             st.bound.pop(item.key, None)
         else:
             st.bound[item.key] = item.task
-        return _refresh(name, st, at), peaks
+        return _refresh(name, st, at, rules), peaks
     card = (item.gpu_index, item.mig_instance)
     uids = {t.uid: key for key, t in st.bound.items() if t.uid}
     tel = telemetry_of(item, st.telemetry.get(card), uids, at=at, rules=rules)
     st.telemetry[card] = tel
     peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
-    return (_refresh(name, st, at) if st.node is not None else []), peaks
+    return (_refresh(name, st, at, rules) if st.node is not None else []), peaks
 
 
 def task_step(

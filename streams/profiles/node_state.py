@@ -61,7 +61,8 @@ def _telemetry(fields: list[Any]) -> GpuTelemetry:
     # three fields before per-pod figures were kept, four before card health, five before
     # quiet runs
     pods = tuple((str(k), float(v)) for k, v in fields[3]) if len(fields) > 3 else ()
-    health = CardHealth.from_json(fields[4]) if len(fields) > 4 else CardHealth()
+    # a state from before card health: its last XID is the gauge already seen, not news
+    health = CardHealth.from_json(fields[4]) if len(fields) > 4 else CardHealth(seen_xid=fields[2])
     quiet = QuietRun.from_json(fields[5]) if len(fields) > 5 else None
     return GpuTelemetry(fields[0], fields[1], fields[2], pods, health, quiet)
 

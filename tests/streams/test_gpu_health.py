@@ -237,3 +237,82 @@ def test_a_restarted_host_keeps_the_fault_and_its_recovery_time() -> None:
         ],
         q,
     )
+
+
+def test_an_uncordon_is_not_undone_by_a_count_still_in_the_exporters_window() -> None:
+    play(
+        [
+            (0, node(), set(), True),
+            (10, sample(xid=79, xid_from="gauge", xid_counts={79: 1}), OPEN, False),
+            (20, node(cordoned=True), set(), False),
+            (100, node(cordoned=False), RESOLVED, True),
+            (130, sample(xid=79, xid_from="gauge", xid_counts={79: 1}), set(), True),
+            (140, sample(xid=79, xid_from="gauge", xid_counts={79: 2}), OPEN, False),  # fired
+        ]
+    )
+
+
+def test_nvml_events_each_count_so_a_card_erring_on_every_poll_stays_out() -> None:
+    rows: list[Row] = [
+        (0, node(), set(), True),
+        (10, sample(xid=48, xid_from="events"), OPEN, False),
+    ]
+    rows += [(t, sample(xid=48, xid_from="events"), set(), False) for t in range(70, 971, 60)]
+    rows += [
+        (1_000, sample(xid_from="events"), set(), False),  # 30 s after the last event
+        (1_569, sample(xid_from="events"), set(), False),
+        (1_570, sample(xid_from="events"), RESOLVED, True),
+    ]
+    play(rows)
+
+
+def test_two_sources_on_one_card_do_not_make_the_stale_gauge_new_again() -> None:
+    """dcgm-exporter without XID counts and the NVML sampler both read the card: NVML's
+    readings without an event say nothing of the gauge, so its 79 stays the one seen; it
+    also keeps the card out until the gauge clears, whichever source reads last."""
+    play(
+        [
+            (0, node(), set(), True),
+            (10, sample(xid=79, xid_from="gauge"), OPEN, False),
+            *[
+                (
+                    t,
+                    sample(xid=79, xid_from="gauge") if t % 60 else sample(xid_from="events"),
+                    set(),
+                    False,
+                )
+                for t in range(30, 1_500, 30)
+            ],
+            (1_500, sample(xid_from="gauge"), RESOLVED, True),  # the driver reloaded
+            (1_530, sample(xid_from="events"), set(), True),
+        ]
+    )
+
+
+def test_the_first_reading_is_the_ecc_baseline_also_after_the_node_comes_back() -> None:
+    p = play(
+        [
+            (0, node(), set(), True),
+            (10, sample(ecc_uncorrected_volatile=2), set(), True),  # since the driver loaded
+            (20, sample(ecc_uncorrected_volatile=2), set(), True),
+        ]
+    )
+    gone = Envelope.wrap(
+        node().model_copy(update={"change": "delete"}), event_time=at(30), source="t"
+    )
+    feed(p, gone)
+    play(
+        [
+            (40, node(), set(), True),
+            (50, sample(ecc_uncorrected_volatile=2), set(), True),
+            (60, sample(ecc_uncorrected_volatile=3), OPEN, False),
+        ],
+        p,
+    )
+
+
+def test_a_cpu_node_with_a_problem_condition_gets_no_gpu_signal() -> None:
+    p = define_pipeline(GpufragSettings()).build()
+    cpu = Node(name="cpu-0", cpu_milli=8_000, memory_mib=32_768, problems={"KernelDeadlock": "x"})
+    env = Envelope.wrap(NodeEvent(change="upsert", node=cpu), event_time=at(0), source="test")
+    assert [s for s in feed(p, env) if s.kind.value == "gpu_unhealthy"] == []

@@ -208,3 +208,24 @@ def test_a_restarted_host_keeps_the_quiet_run() -> None:
     q.join.restore({k: v for k, v in p.join.snapshot().items() if v is not None})
     q.cluster.restore({k: v for k, v in p.cluster.snapshot().items() if v is not None})
     play([*every(1_210, 1_810, 4_000, 1), (1_810, reading(4_000, 1), OPEN)], q)
+
+
+def test_a_pod_bound_to_a_card_that_was_already_quiet_counts_from_its_binding() -> None:
+    play(
+        [
+            (0, node(), set()),
+            *every(10, 3_610, 0, 0),  # nobody's card, quiet for an hour
+            (3_610, pod(), set()),  # bound now: loading, not idle
+            *every(3_620, 5_410, 4_000, 0.5),
+            (5_410, reading(4_000, 0.5), OPEN),  # 1,800 s after its binding
+        ]
+    )
+
+
+def test_a_card_out_of_service_is_not_called_idle() -> None:
+    def broken(t: float) -> Row:
+        # the exporter's gauge keeps reading XID 79 (no counts): never reset, still out
+        sample = reading(4_000, 0).sample.model_copy(update={"xid": 79})
+        return (t, GpuSampleEvent(sample=sample), set())
+
+    play([(0, node(), set()), (1, pod(), set()), *[broken(t) for t in range(10, 1_931, 120)]])

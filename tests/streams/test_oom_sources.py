@@ -162,3 +162,11 @@ def test_pods_held_at_their_gpu_memory_limit_count_as_oom_events_of_their_card()
     # each held 60 s: at 70, 80 and 90 s; the third is the card's third in 60 s
     assert opened[0].opened_at == at(90)
     assert opened[0].evidence["victims"] == pods
+
+
+def test_a_kernel_oom_on_a_node_not_known_is_counted_nowhere_and_leaves_no_state() -> None:
+    p = define_pipeline(GpufragSettings()).build()
+    feed(p, wrap(system_oom(1), 0))
+    assert "cpu-gpu-0" not in p.join.node_states
+    feed(p, wrap(NodeEvent(change="upsert", node=_node("cpu-gpu-0")), 10))
+    assert p.join.node_profiles["cpu-gpu-0"].system_oom_count == 0

@@ -44,6 +44,8 @@ def test_holders_get_card_hours_and_a_verdict_from_memory_and_activity(store: St
         "nb/small": held("nb/small"),  # 10 % of the memory, 3 % active
         "nb/idle": held("nb/idle"),  # 60 GB parked, 0.2 % active
         "nb/unseen": held("nb/unseen"),  # no readings: unknown, not idle
+        "nb/brief": held("nb/brief"),
+        "nb/blind": held("nb/blind"),
         "web/share": held("web/share", milli=500),  # half a card: not a whole-card holder
     }
     store.insert(
@@ -54,9 +56,14 @@ def test_holders_get_card_hours_and_a_verdict_from_memory_and_activity(store: St
     readings = [
         reading("ml/train", 0, 60, 70_000, 0.95),
         reading("ml/train", 1, 60, 70_000, 0.90),
+        reading("ml/train", 0, 3_660, 70_000, 0.95),
         reading("nb/small", 2, 60, 6_000, 0.01),
-        reading("nb/small", 2, 120, 8_000, 0.03),
+        reading("nb/small", 2, 1_860, 8_000, 0.03),
         reading("nb/idle", 3, 60, 60_000, 0.002),
+        reading("nb/idle", 3, 1_860, 60_000, 0.002),
+        reading("nb/brief", 5, 60, 1_000, 0.0),  # one reading: too short to say
+        reading("nb/blind", 6, 60, 1_000, None),  # memory only: no activity figure
+        reading("nb/blind", 6, 1_860, 1_000, None),
         reading("web/share", 4, 60, 1_000, 0.0),
     ]
     store.insert("gpu_samples", [gpu_sample_row(RUN, env) for env in readings])
@@ -75,6 +82,8 @@ def test_holders_get_card_hours_and_a_verdict_from_memory_and_activity(store: St
         "nb/small": ("small_work", 1, 3.0),
         "ml/train": ("busy", 2, 4.0),  # two cards for the 7,200 s until it was removed
         "nb/unseen": ("no_samples", 1, 3.0),
+        "nb/brief": ("short", 1, 3.0),
+        "nb/blind": ("no_activity", 1, 3.0),
     }
     assert [r["pod"] for r in rows][:2] == ["nb/idle", "nb/small"]  # underused first
     small = next(r for r in rows if r["pod"] == "nb/small")

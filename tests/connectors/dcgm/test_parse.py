@@ -28,6 +28,7 @@ def test_plain_page_maps_every_field_in_mib_pct_and_ratio() -> None:
     assert busy.memory_used_mib == 102400.0 and busy.memory_total_mib == 143772.0
     assert busy.utilization_pct == 97.0 and busy.engine_active == pytest.approx(0.934512)
     assert idle.xid is None  # DCGM's 0: no XID since the driver loaded
+    assert idle.xid_from == "gauge"  # read again at every scrape, not an event
     assert (busy.rows_remapped_correctable, busy.rows_remapped_uncorrectable) == (2, 0)
     assert busy.row_remap_failed is False and busy.row_remap_pending is False
     assert busy.pod is None and busy.mig_instance is None

@@ -54,6 +54,7 @@ def test_h200_readings_map_to_samples_in_mib(h200: Path) -> None:
     assert idle.model == smi["name"] == "NVIDIA H200"
     assert idle.memory_used_mib == pytest.approx(615.0625)  # v1 counts reserved memory as used
     assert idle.utilization_pct == 0.0 and idle.pod is None
+    assert idle.xid_from == "events"  # an XID only when one fired since the last reading
 
     owner = PodRef(namespace="ml", pod="train-0", container="main")
     busy = to_sample(

@@ -294,9 +294,21 @@ def test_node_problem_detector_conditions_that_hold_are_problems() -> None:
             message="kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus. " * 5,
         ),
         V1NodeCondition(type="ReadonlyFilesystem", status="True"),
+        # the EKS node monitoring agent's: True is the healthy state
+        V1NodeCondition(type="KernelReady", status="True", reason="KernelIsReady"),
+        V1NodeCondition(
+            type="AcceleratedHardwareReady",
+            status="False",
+            reason="NvidiaXID79Error",
+            message="GPU has fallen off the bus",
+        ),
+        V1NodeCondition(type="StorageReady", status="Unknown"),
     ]
     out = node_from_kube(n, pool_label=None, now=NOW)
-    assert list(out.problems) == ["GpuUnhealthy", "ReadonlyFilesystem"]
+    assert list(out.problems) == ["AcceleratedHardwareReady", "GpuUnhealthy", "ReadonlyFilesystem"]
+    assert out.problems["AcceleratedHardwareReady"] == (
+        "NvidiaXID79Error: GPU has fallen off the bus"
+    )
     assert out.problems["GpuUnhealthy"].startswith("XidError: kernel: NVRM: Xid")
     assert len(out.problems["GpuUnhealthy"]) == 200
     assert out.problems["ReadonlyFilesystem"] == "True"
