@@ -11,8 +11,16 @@ from datetime import datetime
 from enum import StrEnum
 
 from models.profiles import TaskProfile
+from models.scheduler import PendingVerdict
 
-__all__ = ["BlockReason", "ClusterFragmentation", "Explanation", "InstantReport", "NearMiss"]
+__all__ = [
+    "BlockReason",
+    "ClusterFragmentation",
+    "Explanation",
+    "InstantReport",
+    "NearMiss",
+    "SchedulerCheck",
+]
 
 
 class BlockReason(StrEnum):
@@ -37,6 +45,31 @@ class NearMiss:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulerCheck:
+    """gpufrag's explanation of a pending pod set beside kube-scheduler's latest verdict on
+    it (``streams/fragmentation/verdicts.py`` says when they agree)."""
+
+    verdict: PendingVerdict
+    agrees: bool | None
+    """None: nothing to compare (the scheduler named only reasons gpufrag does not model)."""
+    reason: BlockReason | None
+    """The scheduler's main reason in gpufrag's words: the one a disagreement is counted by."""
+    disagreement: str = ""
+    """What differs, in words; empty when they agree or were not compared."""
+
+    def evidence(self) -> dict[str, object]:
+        v = self.verdict
+        return {
+            "at": v.at.isoformat(),
+            "nodes": v.nodes,
+            "reasons": dict(v.reasons),
+            "message": v.message,
+            "agrees": self.agrees,
+            "disagreement": self.disagreement,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """A pending request checked against the whole cluster."""
 
@@ -45,6 +78,8 @@ class Explanation:
     blocking: tuple[tuple[BlockReason, int], ...]  # (reason, nodes), most common first
     near_misses: tuple[NearMiss, ...]
     nodes_checked: int
+    scheduler: SchedulerCheck | None = None
+    """The scheduler's own verdict on the pod, when it gave one while the pod waited."""
 
     @property
     def unplaceable(self) -> bool:
@@ -52,7 +87,7 @@ class Explanation:
         return self.fits_cluster_total and not self.fits_some_node
 
     def evidence(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "fits_cluster_total": self.fits_cluster_total,
             "nodes_checked": self.nodes_checked,
             "blocking": {r.value: n for r, n in self.blocking},
@@ -67,6 +102,9 @@ class Explanation:
                 for m in self.near_misses
             ],
         }
+        if self.scheduler is not None:
+            out["scheduler"] = self.scheduler.evidence()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,13 @@ from typing import Annotated
 from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
 from models.base import Frozen, UtcDatetime
-from models.bounds import CpuMilli, GpuIndex, MemoryMib, Priority, XidCode
+from models.bounds import Count, CpuMilli, GpuIndex, MemoryMib, Priority, XidCode
 from models.cards import SharingMode
 from models.gpu import MILLI_PER_GPU, GpuModel
 from models.node import Taint, Toleration
 from models.pod import GangRef, PodPhase, WorkloadKind
 from models.resources import ResourceRequest
+from models.scheduler import PendingVerdict, Preemption
 
 __all__ = ["GpuState", "NodeProfile", "TaskProfile"]
 
@@ -203,6 +204,12 @@ class TaskProfile(Frozen):
     counted_ooms: tuple[str, ...] = ()
     """Ids of the latest OOM-kill events counted (a few): at-least-once delivery and a
     watcher's re-list bring the same kill again, and it must not count twice."""
+    scheduler: PendingVerdict | None = None
+    """kube-scheduler's latest FailedScheduling verdict while the pod waits; dropped once it
+    is bound (what kept it waiting is over), so a running pod's profile carries none."""
+    preemptions: Count = 0
+    preempted: Preemption | None = None
+    """The latest time the scheduler preempted this pod, and for whom."""
 
     @property
     def wait_s(self) -> float | None:

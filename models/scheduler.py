@@ -6,10 +6,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from models.base import Frozen
-from models.bounds import COUNT_MAX
+from models.base import Frozen, UtcDatetime
+from models.bounds import COUNT_MAX, Count
 
-__all__ = ["SchedulerEvent"]
+__all__ = ["PendingVerdict", "Preemption", "SchedulerEvent"]
 
 
 class SchedulerEvent(Frozen):
@@ -25,3 +25,43 @@ class SchedulerEvent(Frozen):
     node: str | None = None
     count: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     """Kubernetes folds repeats into one Event with a count; kept so rates stay right."""
+
+
+SCHEDULER_TEXT_MAX = 240
+"""Characters of a scheduler's own wording a task profile keeps: a FailedScheduling line
+with a taint or two is about 200; the profile is persisted per pod in both runners, so a
+pathological message (a webhook's stack trace) must not grow it."""
+SCHEDULER_REASONS_MAX = 8
+"""Distinct reasons kept from one verdict: kube-scheduler's in-tree filters give about 15
+texts, a real pod meets 2-4; the rest are folded into ``other``."""
+
+
+class PendingVerdict(Frozen):
+    """kube-scheduler's latest FailedScheduling verdict on a pod that waits: what it said,
+    read into counted reasons, kept beside gpufrag's own explanation of the same pod."""
+
+    at: UtcDatetime
+    """When the scheduler first said this (a repeat of the same verdict keeps it): its view
+    at that moment, not now."""
+    nodes: Annotated[int, Field(ge=0, le=COUNT_MAX)] | None = None
+    """N of "0/N nodes are available"; None: the message had another shape."""
+    reasons: dict[Annotated[str, Field(max_length=SCHEDULER_TEXT_MAX)], Count] = Field(
+        default_factory=dict, max_length=SCHEDULER_REASONS_MAX
+    )
+    """Reason -> nodes it names: gpufrag's ``BlockReason`` words where there is one (taint,
+    gpu_count, cpu, ...), else the scheduler's text (node affinity, volumes, ports)."""
+    message: Annotated[str, Field(max_length=SCHEDULER_TEXT_MAX)] | None = None
+    """The message itself, cut, when it could not be read (another scheduler's wording)."""
+
+
+class Preemption(Frozen):
+    """A pod taken off its node so that a higher-priority pod could run (the victim's side:
+    kube-scheduler's Preempted event is about the victim)."""
+
+    at: UtcDatetime
+    by: Annotated[str, Field(max_length=SCHEDULER_TEXT_MAX)] | None = None
+    """The preemptor as the message names it: "uid:<uid>" (kube-scheduler since 1.22) or
+    "namespace/name" (older); None when the message names none."""
+    node: Annotated[str, Field(max_length=SCHEDULER_TEXT_MAX)] | None = None
+    message: Annotated[str, Field(max_length=SCHEDULER_TEXT_MAX)] | None = None
+    """The message itself, cut, when it could not be read."""

@@ -11,10 +11,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from models.analysis import BlockReason
+from models.scheduler import (
+    SCHEDULER_REASONS_MAX,
+    SCHEDULER_TEXT_MAX,
+    PendingVerdict,
+    Preemption,
+)
 
-__all__ = ["SchedulerVerdict", "parse_failed_scheduling"]
+__all__ = [
+    "OTHER",
+    "SchedulerVerdict",
+    "parse_failed_scheduling",
+    "pending_verdict",
+    "preemption_of",
+]
+
+OTHER = "other"
+"""The reason the least common parts of a verdict beyond ``SCHEDULER_REASONS_MAX`` fold into."""
 
 _HEAD = re.compile(r"^\s*0/(\d+) nodes are available(?::\s*(.*))?$", re.DOTALL)
 _ITEM = re.compile(r"^(\d+)\s+(.+)$", re.DOTALL)
@@ -79,3 +95,50 @@ def parse_failed_scheduling(message: str) -> SchedulerVerdict | None:
     return SchedulerVerdict(
         nodes=int(match.group(1)), reasons=_parts(match.group(2) or ""), preemption=preemption
     )
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SCHEDULER_TEXT_MAX else text[: SCHEDULER_TEXT_MAX - 3] + "..."
+
+
+def pending_verdict(message: str, *, at: datetime) -> PendingVerdict:
+    """A FailedScheduling message as a task profile keeps it: its counted reasons in gpufrag's
+    words, or, for a message of another shape, the text itself (never an error: a scheduler's
+    wording is not gpufrag's to refuse)."""
+    unread = PendingVerdict(at=at, message=_cut(message.strip()))
+    try:
+        verdict = parse_failed_scheduling(message)
+        if verdict is None:
+            return unread
+        ranked = sorted(((_cut(r), n) for r, n in verdict.blocking().items()), key=_most_first)
+        keep = SCHEDULER_REASONS_MAX - 1 if len(ranked) > SCHEDULER_REASONS_MAX else len(ranked)
+        reasons: dict[str, int] = {}
+        for reason, n in ranked[:keep]:
+            reasons[reason] = reasons.get(reason, 0) + n
+        if rest := sum(n for _, n in ranked[keep:]):
+            reasons[OTHER] = reasons.get(OTHER, 0) + rest
+        return PendingVerdict(at=at, nodes=verdict.nodes, reasons=reasons)
+    except ValueError:
+        # counts no cluster has (over 10^9 nodes, or past int()'s 4,300 digits): the text
+        # still says what was meant (pydantic's ValidationError is a ValueError too)
+        return unread
+
+
+def _most_first(item: tuple[str, int]) -> tuple[int, str]:
+    return -item[1], item[0]
+
+
+_PREEMPTED = re.compile(r"^Preempted by (?:pod )?(\S+) on node (\S+?)\.?$")
+"""kube-scheduler's DefaultPreemption: ``Preempted by pod <uid> on node <node>`` since 1.22,
+``Preempted by <namespace>/<name> on node <node>`` before."""
+
+
+def preemption_of(message: str, *, at: datetime, node: str | None) -> Preemption:
+    """A Preempted message read into who preempted the pod and where; a message of another
+    shape (Kueue's, a custom scheduler's) is kept as text with the event's node."""
+    match = _PREEMPTED.match(message.strip())
+    if match is None:
+        return Preemption(at=at, node=node and _cut(node), message=_cut(message.strip()))
+    who, where = match.group(1), match.group(2)
+    by = who if "/" in who else f"uid:{who}"
+    return Preemption(at=at, by=_cut(by), node=_cut(where))

@@ -279,6 +279,31 @@ def explanation_row(
         "reasons": {reason.value: n for reason, n in exp.blocking},
         "near_misses": orjson.dumps(exp.evidence()["near_misses"]).decode(),
         "nodes_checked": exp.nodes_checked,
+        **_scheduler_columns(exp),
+    }
+
+
+def _scheduler_columns(exp: Explanation) -> Row:
+    """The scheduler's verdict beside gpufrag's reasons (migration 013); NULL and empty
+    where it gave none while the pod waited."""
+    check = exp.scheduler
+    if check is None:
+        return {
+            "scheduler_at": None,
+            "scheduler_nodes": None,
+            "scheduler_reasons": {},
+            "scheduler_message": None,
+            "agrees": None,
+            "disagreement": "",
+        }
+    v = check.verdict
+    return {
+        "scheduler_at": v.at,
+        "scheduler_nodes": v.nodes,
+        "scheduler_reasons": dict(v.reasons),
+        "scheduler_message": v.message,
+        "agrees": _flag(check.agrees),
+        "disagreement": check.disagreement,
     }
 
 

@@ -81,6 +81,13 @@ class ClusterAnalysis:
         return {} if self._unplaceable is None else self._unplaceable.explanations
 
     @property
+    def disagreements(self) -> Mapping[str, int]:
+        """Scheduler verdicts that disagreed with gpufrag's explanation, by the scheduler's
+        reason (``BlockReason`` words), since this operator was built; hosts expose them as
+        a counter (``gpufrag_explanation_disagreements_total``)."""
+        return {} if self._unplaceable is None else self._unplaceable.disagreements
+
+    @property
     def evaluations(self) -> int:
         return 0 if self._unplaceable is None else self._unplaceable.evaluations
 

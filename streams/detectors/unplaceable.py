@@ -4,21 +4,30 @@ of nodes), with the blocking reasons per node and the nodes closest to fitting.
 Each evaluation checks every pending pod against every node, so it runs at most every
 ``evaluate_every_s`` of event time and only when something changed; a pod that is bound or
 gone is resolved at once, so the resolution carries the time it happened.
+
+Where kube-scheduler gave its own verdict on a pod (FailedScheduling, kept in the pod's
+profile), the explanation carries both, and each verdict that disagrees is counted once: by
+the first evaluation after it arrived. That needs no state per pod, only the time of the
+previous evaluation; a verdict older than that (late input) is shown but not counted. Gang
+members are checked together, not one by one, and are not compared.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
 from models.analysis import Explanation
+from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
 from streams.detectors.base import Detector
 from streams.detectors.book import SignalBook
 from streams.detectors.view import ClusterView, TaskChange
 from streams.fragmentation.pending import check_gang, explain_task
+from streams.fragmentation.verdicts import check_verdict
 
 
 class UnplaceablePending(Detector[UnplaceablePendingSettings]):
@@ -33,6 +42,10 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         self.evaluated_at: datetime | None = None
         self.evaluations = 0
         """Pending-queue evaluations so far; hosts keep explanations when it moves."""
+        self.disagreements: Counter[str] = Counter()
+        """Scheduler verdicts that disagreed with gpufrag's explanation, by the scheduler's
+        reason, since this operator was built: a host's metric, not state (a restored
+        operator starts again at zero, and hosts count what it adds)."""
 
     # --- hooks ---------------------------------------------------------------------------------
 
@@ -41,7 +54,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         return []
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
-        if change.pending_changed:
+        if change.pending_changed or change.verdict_changed:
             self.changed = True
         if not change.left_pending:
             return []
@@ -91,6 +104,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
     # --- evaluation ----------------------------------------------------------------------------
 
     def _evaluate(self, at: datetime) -> list[Signal]:
+        since = self.evaluated_at
         self.changed = False
         self.evaluated_at = at
         self.evaluations += 1
@@ -102,9 +116,10 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             if task.gang is not None:
                 gangs[(key.split("/", 1)[0], task.gang.name)].append(task)
                 continue
-            self.explanations[key] = explain_task(
-                view.index, task, near_miss_nodes=self.settings.near_miss_nodes
-            )
+            exp = explain_task(view.index, task, near_miss_nodes=self.settings.near_miss_nodes)
+            if task.scheduler is not None:
+                exp = self._beside(exp, task.scheduler, since)
+            self.explanations[key] = exp
         out: list[Signal] = []
         active: set[str] = set()
         for key, exp in self.explanations.items():
@@ -120,6 +135,17 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             if opened.kind == SignalKind.UNPLACEABLE_PENDING and opened.scope_id not in active:
                 out += self.book.resolve_fingerprint(opened.fingerprint)
         return out
+
+    def _beside(
+        self, exp: Explanation, verdict: PendingVerdict, since: datetime | None
+    ) -> Explanation:
+        """The explanation with the scheduler's verdict set beside it; a disagreement is
+        counted when the verdict is new since the previous evaluation."""
+        check = check_verdict(exp, verdict)
+        fresh = since is None or verdict.at > since
+        if check.agrees is False and check.reason is not None and fresh:
+            self.disagreements[check.reason.value] += 1
+        return replace(exp, scheduler=check)
 
     def _open_pod(self, key: str, exp: Explanation) -> list[Signal]:
         task = self.view.tasks[key]

@@ -50,6 +50,8 @@ class TaskChange:
     pending_changed: bool = False
     left_pending: bool = False
     """Bound or gone: whatever said it could not run is over now."""
+    verdict_changed: bool = False
+    """Still pending, with a new verdict from the scheduler to set beside gpufrag's own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,8 @@ class ClusterView:
         self.tasks[key] = task
         is_pending = task.node is None and task.phase == PodPhase.PENDING
         if is_pending == (key in self.pending):
-            return TaskChange()
+            heard = is_pending and old is not None and old.scheduler != task.scheduler
+            return TaskChange(verdict_changed=heard)
         (self.pending.add if is_pending else self.pending.discard)(key)
         return TaskChange(pending_changed=True, left_pending=not is_pending)
 

@@ -1,8 +1,9 @@
 """A worker's own figures as Prometheus metrics, read from the app when scraped.
 
 Faust's web server is off in gpufrag workers, so these are served by prometheus-client on a
-port of their own: what was dead-lettered, released, recognised as redelivered, signalled, and
-how much input is held waiting for the sources' progress.
+port of their own: what was dead-lettered, released, recognised as redelivered, signalled, how
+often kube-scheduler's verdict on a pending pod disagreed with gpufrag's, and how much input is
+held waiting for the sources' progress.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ class WorkerCollector(Collector):
                 topic, _, reason = name.removeprefix("dead_letters/").rpartition("/")
                 by_reason.add_metric([topic, reason], value)
         yield by_reason
+        disagreements = CounterMetricFamily(
+            "gpufrag_explanation_disagreements",
+            "kube-scheduler verdicts that disagreed with gpufrag's explanation of a pending "
+            "pod, by the scheduler's reason",
+            labels=["reason"],
+        )
+        for name, value in sorted(self.counters.items()):
+            if name.startswith("disagreements/"):
+                disagreements.add_metric([name.removeprefix("disagreements/")], value)
+        yield disagreements
         yield GaugeMetricFamily(
             "gpufrag_worker_held_items",
             "Input items held until every source has reported progress past them",

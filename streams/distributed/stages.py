@@ -198,6 +198,9 @@ class ClusterLogic:
     ) -> None:
         self.pipeline, self.table, self.out, self.counters = pipeline, table, out, counters
         self._instants: Instants[Any, Signal] | None = None
+        self._op: ClusterAnalysis | None = None
+        self._disagreed: dict[str, int] = {}
+        """What the current operator had counted when last read (see ``_count``)."""
 
     def reset(self) -> None:
         self._instants = None
@@ -205,7 +208,8 @@ class ClusterLogic:
     def instants(self) -> Instants[Any, Signal]:
         """The cluster view, restored from the table on first use after a start or rebalance."""
         if self._instants is None:
-            op = self.pipeline.cluster()
+            op = self._op = self.pipeline.cluster()
+            self._disagreed = {}
             ia: Instants[Any, Signal] = Instants(op)
             raw_released = self.table.get(released_key(0))
             entries = {k.decode(): v for k, v in self.table.items() if not k.startswith(b"~")}
@@ -243,9 +247,21 @@ class ClusterLogic:
     async def _publish(self, outputs: list[Signal]) -> None:
         ia = self.instants()
         persist(self.table, ia.op.snapshot())
+        self._count()
         for sig in outputs:
             self.counters.add("signals")
             await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
+
+    def _count(self) -> None:
+        """The operator's new disagreements into the worker's counters. A restored operator
+        counts from zero (its count is not state), so the worker adds what it found since,
+        and its counter never goes down across a rebalance."""
+        op = self._op
+        assert op is not None
+        for reason, n in op.disagreements.items():
+            if n > self._disagreed.get(reason, 0):
+                self.counters.add(f"disagreements/{reason}", n - self._disagreed.get(reason, 0))
+                self._disagreed[reason] = n
 
 
 def _log_rebuilt(op: ClusterAnalysis, at: datetime) -> None:

@@ -27,14 +27,11 @@ from models import (
 from models.cards import SharingMode
 from streams.profiles.cards import LaidCard, lay_cards
 from streams.profiles.health import CardHealth, health_step
+from streams.profiles.heard import heard, waits
 from streams.profiles.quiet import QuietRules, QuietRun, quiet_step
 from streams.profiles.system_oom import SystemOoms, system_oom_step
 
 TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
-OOM_REASONS = frozenset({"OOMKilled", "CudaOOM"})
-"""A container killed by the kernel for memory, or exited because a GPU allocation failed."""
-COUNTED_OOMS = 16
-"""OOM-kill event ids a task profile remembers to count each kill once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +285,9 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
         gpu_memory_peak_mib=previous.gpu_memory_peak_mib if previous else None,
         oom_count=previous.oom_count if previous else 0,
         counted_ooms=previous.counted_ooms if previous else (),
+        scheduler=previous.scheduler if previous and waits(pod.node, pod.phase) else None,
+        preemptions=previous.preemptions if previous else 0,
+        preempted=previous.preempted if previous else None,
     )
 
 
@@ -433,17 +433,11 @@ def task_step(
         new = prev.model_copy(update={"gpu_memory_peak_mib": item.used_mib})
         return new, [TaskProfileUpdate(key, new, at)], []
     if isinstance(item, SchedulingEvent):
-        e = item.event
-        if e.reason not in OOM_REASONS or prev is None:
+        if prev is None:
+            return prev, [], []  # about a pod not seen yet (or gone): nothing to attach it to
+        new = heard(prev, item.event, at, event_id=event_id)
+        if new == prev:
             return prev, [], []
-        if event_id is not None and event_id in prev.counted_ooms:
-            return prev, [], []  # the same kill again (redelivered, re-listed)
-        counted = prev.counted_ooms
-        if event_id is not None:
-            counted = (*counted, event_id)[-COUNTED_OOMS:]
-        new = prev.model_copy(
-            update={"oom_count": prev.oom_count + e.count, "counted_ooms": counted}
-        )
         return new, [TaskProfileUpdate(key, new, at)], []
     if item.change == "delete":
         if prev is None:

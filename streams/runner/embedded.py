@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -85,7 +85,23 @@ class StageMetrics:
             ["stage"],
             registry=registry,
         )
+        self.disagreements = Counter(
+            "gpufrag_explanation_disagreements",
+            "kube-scheduler verdicts that disagreed with gpufrag's explanation of a pending "
+            "pod, by the scheduler's reason",
+            ["reason"],
+            registry=registry,
+        )
+        self._disagreed: dict[str, int] = {}
         self._source_watermark = 0.0
+
+    def disagreed(self, totals: Mapping[str, int]) -> None:
+        """Bring the counter up to the cluster operator's own count (it counts, the runner
+        only shows; a reason's count never goes down while one operator lives)."""
+        for reason, n in totals.items():
+            if n > self._disagreed.get(reason, 0):
+                self.disagreements.labels(reason).inc(n - self._disagreed.get(reason, 0))
+                self._disagreed[reason] = n
 
     def saw(self, stage: str, event_time_s: float) -> None:
         self.watermark.labels(stage).set(event_time_s)
@@ -245,6 +261,7 @@ class EmbeddedRunner:
             if last_time is None or at > last_time:
                 last_time = at
             await self.output.emit(item)
+            m.disagreed(p.cluster.disagreements)
             m.events_out.labels("analysis").inc()
             self.processed += 1
             if self.on_progress is not None:
@@ -259,6 +276,7 @@ class EmbeddedRunner:
                 await self.output.emit(Emission(at=p.cluster.now, env=None, outputs=outputs))
         elif last_time is not None:
             await self.output.emit(Emission(at=last_time, env=None, outputs=p.state_at(last_time)))
+        m.disagreed(p.cluster.disagreements)
 
     async def _release(self, instants: Instants[ProfileUpdate, Signal], upto: datetime) -> None:
         """Apply and evaluate every instant up to ``upto``; what it produced is one emission."""

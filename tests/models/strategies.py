@@ -50,6 +50,12 @@ from models import (
 )
 from models.bounds import CPU_MILLI_MAX, GPU_MEMORY_MIB_MAX, MEMORY_MIB_MAX, MIG_DEVICES_MAX
 from models.cards import SharingMode, card_slices, mig_profile_slices
+from models.scheduler import (
+    SCHEDULER_REASONS_MAX,
+    SCHEDULER_TEXT_MAX,
+    PendingVerdict,
+    Preemption,
+)
 
 __all__ = [
     "st_action",
@@ -404,4 +410,34 @@ def st_task_profile(draw: st.DrawFn) -> TaskProfile:
         finished_at=draw(st.none() | st_aware_datetime()),
         gpu_memory_peak_mib=draw(st.none() | st.floats(0, 1e6)),
         oom_count=draw(st.integers(0, 100)),
+        scheduler=draw(st.none() | st_pending_verdict()),
+        preemptions=draw(st.integers(0, 5)),
+        preempted=draw(st.none() | st_preemption()),
+    )
+
+
+_scheduler_text = st.text(max_size=SCHEDULER_TEXT_MAX)
+
+
+@st.composite
+def st_pending_verdict(draw: st.DrawFn) -> PendingVerdict:
+    """A FailedScheduling verdict as a task profile keeps it: read, or kept as text."""
+    if draw(st.booleans()):
+        return PendingVerdict(at=draw(st_aware_datetime()), message=draw(_scheduler_text))
+    return PendingVerdict(
+        at=draw(st_aware_datetime()),
+        nodes=draw(st.integers(0, 10_000)),
+        reasons=draw(
+            st.dictionaries(_scheduler_text, st.integers(0, 10_000), max_size=SCHEDULER_REASONS_MAX)
+        ),
+    )
+
+
+@st.composite
+def st_preemption(draw: st.DrawFn) -> Preemption:
+    return Preemption(
+        at=draw(st_aware_datetime()),
+        by=draw(st.none() | _scheduler_text),
+        node=draw(st.none() | _scheduler_text),
+        message=draw(st.none() | _scheduler_text),
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from streams.app.commands.sql import read_run
@@ -17,7 +18,8 @@ from streams.app.named_queries import QueryError
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
-       fits_cluster_total, fits_some_node, unplaceable, reasons, near_misses, nodes_checked
+       fits_cluster_total, fits_some_node, unplaceable, reasons, near_misses, nodes_checked,
+       scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message, agrees, disagreement
 FROM pending_explanations FINAL
 WHERE run_id = {run_id:String} AND pod = {pod:String}
 ORDER BY ts DESC
@@ -35,7 +37,8 @@ def explain(
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
 ) -> None:
     """Show the last stored explanation of a pending pod: what blocks it on how many nodes,
-    and the nodes closest to fitting it with what they lack."""
+    beside kube-scheduler's own verdict when it gave one, and the nodes closest to fitting it
+    with what they lack."""
     key = pod if "/" in pod else f"trace/{pod}"
     with user_errors():
         st = open_history_to_read(store_settings(store))
@@ -63,14 +66,9 @@ def explain(
         verdict = "does not fit even the cluster's free total (the cluster is full)"
     console.print(f"[bold]{key}[/bold] at {row['ts']} (run {run_id}): wants {want}")
     console.print(f"verdict: {verdict}; {row['nodes_checked']} nodes checked")
-    reasons = row["reasons"]
-    assert isinstance(reasons, dict)
-    t = Table(title="blocking reasons", caption="a node can count for several", box=box.SIMPLE_HEAD)
-    t.add_column("reason")
-    t.add_column("nodes", justify="right")
-    for reason, n in sorted(reasons.items(), key=lambda kv: (-int(kv[1]), kv[0])):
-        t.add_row(str(reason), str(n))
-    console.print(t)
+    console.print(_reasons_table(row))
+    if row["scheduler_at"] is not None:
+        console.print(_scheduler_lines(row))
     near = json.loads(str(row["near_misses"]))
     if near:
         t = Table(title="closest nodes, and what each lacks", box=box.SIMPLE_HEAD)
@@ -87,3 +85,44 @@ def explain(
                 str(m["missing_gpus"]),
             )
         console.print(t)
+
+
+def _reasons_table(row: dict[str, Any]) -> Table:
+    """gpufrag's reasons, and the scheduler's beside them when it gave a verdict: both count
+    nodes, the scheduler each node once (its first failing filter), gpufrag every reason."""
+    ours: dict[str, int] = {str(k): int(v) for k, v in dict(row["reasons"]).items()}
+    theirs: dict[str, int] = {str(k): int(v) for k, v in dict(row["scheduler_reasons"]).items()}
+    both = row["scheduler_at"] is not None
+    caption = "a node can count for several" + (
+        "; the scheduler counts each node once" if both else ""
+    )
+    t = Table(title="blocking reasons", caption=caption, box=box.SIMPLE_HEAD)
+    t.add_column("reason")
+    t.add_column("nodes (gpufrag)" if both else "nodes", justify="right")
+    if both:
+        t.add_column("nodes (kube-scheduler)", justify="right")
+    names = sorted(set(ours) | set(theirs), key=lambda r: (-ours.get(r, 0), -theirs.get(r, 0), r))
+    for reason in names:
+        cells = [escape(reason), str(ours.get(reason, "-"))]
+        if both:
+            cells.append(str(theirs.get(reason, "-")))
+        t.add_row(*cells)
+    return t
+
+
+def _scheduler_lines(row: dict[str, Any]) -> str:
+    """When the scheduler said it, and whether it agrees with gpufrag."""
+    of = f" (0/{row['scheduler_nodes']} nodes available)" if row["scheduler_nodes"] else ""
+    lines = [f"kube-scheduler's verdict at {row['scheduler_at']}{of}"]
+    if row["scheduler_message"]:
+        lines.append(f"  not read, as it wrote it: {escape(str(row['scheduler_message']))}")
+    if row["agrees"] is None:
+        lines.append(
+            "agreement: not compared (the scheduler's verdict rests on reasons gpufrag does "
+            "not model: affinity, volumes, ports, ...)"
+        )
+    elif row["agrees"]:
+        lines.append("agreement: the scheduler's reasons are among gpufrag's")
+    else:
+        lines.append(f"agreement: [bold]they disagree[/bold]: {escape(str(row['disagreement']))}")
+    return "\n".join(lines)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from connectors.clickhouse import Store, StoreError, apply_migrations, default_sql_dir
+from connectors.clickhouse import Store, StoreError, apply_migrations, default_sql_dir, open_store
 from connectors.clickhouse.migrate import load_migrations, split_statements
+from models.settings import StoreSettings
 from tests.connectors.clickhouse.helpers import count
 
 TABLES = {
@@ -129,3 +131,53 @@ def test_split_statements() -> None:
         "ENGINE = Memory",
         "CREATE VIEW v AS SELECT 'a;b' AS s",
     ]
+
+
+def test_013_adds_the_schedulers_verdict_to_a_store_with_explanations(
+    store_settings: StoreSettings, tmp_path: Path
+) -> None:
+    sql = tmp_path / "m"
+    sql.mkdir()
+    for path in default_sql_dir().glob("*.sql"):
+        if int(path.name[:3]) <= 12:
+            (sql / path.name).write_text(path.read_text())
+    old = {
+        "run_id": "r0",
+        "ts": datetime(2026, 1, 5, tzinfo=UTC),
+        "pod": "ml/p",
+        "namespace": "ml",
+        "queue": None,
+        "gpu_count": 1,
+        "gpu_milli": 1000,
+        "cpu_milli": 1_000,
+        "memory_mib": 1_024,
+        "fits_cluster_total": 1,
+        "fits_some_node": 0,
+        "unplaceable": 1,
+        "reasons": {"gpu_count": 3},
+        "near_misses": "[]",
+        "nodes_checked": 3,
+    }
+    store = open_store(store_settings)
+    try:
+        apply_migrations(store, sql)
+        store.insert("pending_explanations", [old])
+        (sql / "013_scheduler_verdicts.sql").write_text(
+            (default_sql_dir() / "013_scheduler_verdicts.sql").read_text()
+        )
+        assert apply_migrations(store, sql) == ["013_scheduler_verdicts.sql"]
+        (row,) = store.query(
+            "SELECT scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message, agrees, "
+            "disagreement FROM pending_explanations"
+        ).dicts()
+        # a row written before: no verdict, nothing compared
+        assert row == {
+            "scheduler_at": None,
+            "scheduler_nodes": None,
+            "scheduler_reasons": {},
+            "scheduler_message": None,
+            "agrees": None,
+            "disagreement": "",
+        }
+    finally:
+        store.close()

@@ -29,8 +29,9 @@ from models import (
     TaskProfile,
     from_json,
 )
-from models.analysis import BlockReason, Explanation
+from models.analysis import BlockReason, Explanation, SchedulerCheck
 from models.node import Node
+from models.scheduler import PendingVerdict
 from tests.connectors.clickhouse import factories as f
 from tests.connectors.clickhouse.helpers import count
 
@@ -191,3 +192,73 @@ def test_a_pending_explanation_keeps_what_the_pod_asks_of_shared_cards(store: St
         "gpu_memory_mib": None,
         "reasons": {"gpu_count": 3, "mig_profile": 1},
     }
+
+
+DISAGREE = "the scheduler says taint on 4 of 6 nodes; gpufrag's reasons: gpu_count"
+
+
+def test_a_pending_explanation_shows_the_schedulers_verdict_beside_gpufrags(
+    store: Store,
+) -> None:
+    at = datetime(2026, 12, 2, tzinfo=UTC)
+    task = TaskProfile(
+        key="ml/train-0",
+        uid="u",
+        requests=ResourceRequest(cpu_milli=1_000, memory_mib=1_024, gpu_count=1, gpu_milli=1000),
+        phase=PodPhase.PENDING,
+        created_at=at,
+    )
+    theirs = PendingVerdict(at=at, nodes=6, reasons={"taint": 4, "gpu_count": 2})
+    exp = Explanation(
+        fits_cluster_total=True,
+        fits_some_node=False,
+        blocking=((BlockReason.GPU_COUNT, 6),),
+        near_misses=(),
+        nodes_checked=6,
+        scheduler=SchedulerCheck(
+            verdict=theirs,
+            agrees=False,
+            reason=BlockReason.TAINT,
+            disagreement=DISAGREE,
+        ),
+    )
+    unread = PendingVerdict(at=at, message="0/3 nodes are unavailable: 3 Insufficient cpu.")
+    other = Explanation(
+        fits_cluster_total=True,
+        fits_some_node=False,
+        blocking=((BlockReason.CPU, 3),),
+        near_misses=(),
+        nodes_checked=3,
+        scheduler=SchedulerCheck(verdict=unread, agrees=None, reason=None),
+    )
+    rows = [
+        explanation_row("r1", task.key, exp, task, at),
+        explanation_row("r1", "ml/other", other, task, at),
+    ]
+    store.insert("pending_explanations", rows)
+    got = store.query(
+        "SELECT pod, reasons, scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message,"
+        " agrees, disagreement FROM pending_explanations ORDER BY pod"
+    ).dicts()
+    assert got == [
+        {
+            "pod": "ml/other",
+            "reasons": {"cpu": 3},
+            "scheduler_at": at,
+            "scheduler_nodes": None,
+            "scheduler_reasons": {},
+            "scheduler_message": "0/3 nodes are unavailable: 3 Insufficient cpu.",
+            "agrees": None,
+            "disagreement": "",
+        },
+        {
+            "pod": "ml/train-0",
+            "reasons": {"gpu_count": 6},
+            "scheduler_at": at,
+            "scheduler_nodes": 6,
+            "scheduler_reasons": {"taint": 4, "gpu_count": 2},
+            "scheduler_message": None,
+            "agrees": 0,
+            "disagreement": DISAGREE,
+        },
+    ]

@@ -67,6 +67,12 @@ def test_datetime_nullable_map_and_low_cardinality_round_trip(store: Store) -> N
         "reasons": {"Insufficient nvidia.com/gpu": 12, "node(s) had untolerated taint": 3},
         "near_misses": '["n1","n2"]',
         "nodes_checked": 15,
+        "scheduler_at": datetime(2024, 1, 2, 3, 4, 1, 250_000, tzinfo=UTC),
+        "scheduler_nodes": 15,
+        "scheduler_reasons": {"taint": 3, "gpu_count": 12},
+        "scheduler_message": None,
+        "agrees": 1,
+        "disagreement": "",
     }
     store.insert(
         "pending_explanations", [row, {**row, "pod": "ml/p2", "queue": "q", "reasons": {}}]
