@@ -32,8 +32,10 @@ HOSTILE: st.SearchStrategy[Any] = st.one_of(
     st.text(max_size=8),
     st.none(),
     st.booleans(),
-    st.just([]),
-    st.just({}),
+    # a fresh container each draw: st.just([]) hands out one shared list, which later
+    # changes could write into until it contained itself ("Circular reference detected")
+    st.builds(list),
+    st.builds(dict),
     st.sampled_from(
         [
             "0001-01-01T00:00:00+01:00",
