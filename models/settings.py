@@ -22,6 +22,7 @@ __all__ = [
     "FragmentationSettings",
     "GpuHealthSettings",
     "GpufragSettings",
+    "GuardrailSettings",
     "IdleGpuSettings",
     "KafkaSettings",
     "KubeResource",
@@ -344,6 +345,43 @@ class WatchSettings(_Group):
     the source waits, so a bus that is down does not grow memory without bound."""
 
 
+class GuardrailSettings(_Group):
+    """What keeps gpufrag's actions from becoming the outage (descheduler's evictor limits)."""
+
+    mode: Literal["off", "dry-run", "enforce"] = "dry-run"
+    """off: no action at all; dry-run: actions are proposed and recorded, none reaches the
+    cluster; enforce: allowed actions are carried out."""
+    protected_namespaces: tuple[str, ...] = (
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "gpu-operator",
+        "gpufrag",
+    )
+    """Namespaces whose pods are never evicted: the cluster's own, the GPU stack, gpufrag."""
+    exempt_label: str = "gpufrag.io/exempt"
+    """A pod with this label (any value but "false") is never evicted."""
+    min_priority_gap: Annotated[int, Field(ge=0)] = 1
+    """A victim's priority must be at least this much below the pod it makes room for."""
+    window_s: Annotated[float, Field(gt=0)] = 600.0
+    """The window the eviction limits count over."""
+    max_evictions_cluster: Annotated[int, Field(ge=0)] = 10
+    max_evictions_node: Annotated[int, Field(ge=0)] = 2
+    """Two per node in ten minutes: a node drained faster than its pods reschedule is an
+    outage of its own."""
+    max_evictions_namespace: Annotated[int, Field(ge=0)] = 5
+    cooldown_pod_s: Annotated[float, Field(ge=0)] = 3600.0
+    """A pod acted on is left alone this long (its replacement is a new pod, its job is not)."""
+    cooldown_node_s: Annotated[float, Field(ge=0)] = 900.0
+    cooldown_job_s: Annotated[float, Field(ge=0)] = 1800.0
+    breaker_failures: Annotated[int, Field(ge=1)] = 3
+    """Failed actions within ``window_s`` that open the circuit breaker..."""
+    breaker_no_improvement: Annotated[int, Field(ge=1)] = 3
+    """...or actions carried out for one signal that is still open after them..."""
+    breaker_open_s: Annotated[float, Field(gt=0)] = 1800.0
+    """...which then stops enforcement for this long (proposals go on, as dry-run)."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -358,3 +396,4 @@ class GpufragSettings(BaseSettings):
     dcgm: DcgmSettings = DcgmSettings()
     nvml: NvmlSettings = NvmlSettings()
     watch: WatchSettings = WatchSettings()
+    guardrails: GuardrailSettings = GuardrailSettings()

@@ -1,0 +1,1 @@
+"""Guardrails: every action a planner proposes passes through one gate before it may act."""
