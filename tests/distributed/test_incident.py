@@ -26,9 +26,9 @@ from models import (
 from streams.distributed import topics
 from streams.pipeline import define_pipeline
 from tests.distributed.worker_helpers import collect, kafka_env, signal_key, start_worker
+from tests.streams.kernel_ooms import kernel_incident
+from tests.streams.oom_incident import incident, node
 from tests.streams.pipeline_feed import feed
-from tests.streams.test_oom_sources import kernel_incident
-from tests.streams.test_oom_storm_pipeline import incident, node
 
 pytestmark = pytest.mark.kafka
 KINDS = {"oom_storm", "gpu_unhealthy"}

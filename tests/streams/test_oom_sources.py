@@ -5,109 +5,27 @@ card storm at 3 in 60 s; near_memory_limit at 95 % of the limit for 60 s."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from models import (
     Envelope,
     GpufragSettings,
     GpuSample,
     GpuSampleEvent,
-    Node,
     NodeEvent,
-    PayloadModel,
-    Pod,
-    PodEvent,
-    PodPhase,
-    ResourceRequest,
-    SchedulerEvent,
-    SchedulingEvent,
     Signal,
 )
 from models.cards import SharingMode
 from streams.pipeline import Pipeline, define_pipeline
 from streams.profiles.system_oom import victim_of
+from tests.streams.kernel_ooms import at, kernel_incident, node_of, pod, system_oom, wrap
 from tests.streams.pipeline_feed import feed
-
-T0 = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
-
-
-def at(s: float) -> datetime:
-    return T0 + timedelta(seconds=s)
-
-
-def wrap(payload: PayloadModel, s: float) -> Envelope:
-    return Envelope.wrap(payload, event_time=at(s), source="test")
-
-
-def pod(key: str, node: str, *, limit: int | None = None) -> PodEvent:
-    ns, name = key.split("/")
-    return PodEvent(
-        change="upsert",
-        pod=Pod(
-            namespace=ns,
-            name=name,
-            uid=f"u-{name}",
-            phase=PodPhase.RUNNING,
-            node=node,
-            gpu_memory_limit_mib=limit,
-            requests=ResourceRequest(
-                cpu_milli=500, memory_mib=512, gpu_count=1, gpu_milli=1000, gpu_memory_mib=limit
-            ),
-            created_at=T0,
-        ),
-    )
-
-
-def system_oom(pid: int) -> SchedulingEvent:
-    return SchedulingEvent(
-        event=SchedulerEvent(
-            reason="SystemOOM",
-            message=f"System OOM encountered, victim process: python3, pid: {pid}",
-            node="cpu-gpu-0",
-        )
-    )
 
 
 def run(envs: list[Envelope], until_s: float) -> tuple[Pipeline, list[Signal]]:
     p = define_pipeline(GpufragSettings()).build()
     out: list[Signal] = []
-    for env in [*envs, wrap(NodeEvent(change="upsert", node=_node("tick")), until_s)]:
+    for env in [*envs, wrap(NodeEvent(change="upsert", node=node_of("tick")), until_s)]:
         out += feed(p, env)
     return p, [s for s in out if s.kind.value == "oom_storm"]
-
-
-def _node(name: str, **kw: object) -> Node:
-    return Node(
-        name=name,
-        cpu_milli=64_000,
-        memory_mib=262_144,
-        gpu_model="V100M32",
-        gpu_count=1,
-        gpu_memory_mib=32_768,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-def hog_reading(mib: float) -> GpuSampleEvent:
-    return GpuSampleEvent(
-        sample=GpuSample(
-            node="cpu-gpu-0",
-            gpu_index=0,
-            memory_total_mib=32_768.0,
-            memory_used_mib=mib,
-            pod_memory_mib={"batch/hog": mib},
-        )
-    )
-
-
-def kernel_incident(kills: int) -> list[Envelope]:
-    out = [
-        wrap(NodeEvent(change="upsert", node=_node("cpu-gpu-0")), 0),
-        wrap(pod("batch/hog", "cpu-gpu-0"), 1),
-        wrap(hog_reading(1_000), 10),
-        wrap(hog_reading(20_000), 40),
-    ]
-    return out + [wrap(system_oom(4_000 + i), 60 + 10 * i) for i in range(kills)]
 
 
 def test_kernel_oom_kills_on_a_node_open_a_node_storm_naming_the_processes() -> None:
@@ -141,7 +59,7 @@ def test_a_kernel_oom_message_without_a_victim_is_kept_as_it_is() -> None:
 
 
 def test_pods_held_at_their_gpu_memory_limit_count_as_oom_events_of_their_card() -> None:
-    hami = _node("hami-0", gpu_replicas=10, gpu_sharing=SharingMode.HAMI)
+    hami = node_of("hami-0", gpu_replicas=10, gpu_sharing=SharingMode.HAMI)
     pods = ["llm/a", "llm/b", "llm/c"]
     envs = [wrap(NodeEvent(change="upsert", node=hami), 0)]
     envs += [wrap(pod(k, "hami-0", limit=8_000), 1) for k in pods]
@@ -168,5 +86,5 @@ def test_a_kernel_oom_on_a_node_not_known_is_counted_nowhere_and_leaves_no_state
     p = define_pipeline(GpufragSettings()).build()
     feed(p, wrap(system_oom(1), 0))
     assert "cpu-gpu-0" not in p.join.node_states
-    feed(p, wrap(NodeEvent(change="upsert", node=_node("cpu-gpu-0")), 10))
+    feed(p, wrap(NodeEvent(change="upsert", node=node_of("cpu-gpu-0")), 10))
     assert p.join.node_profiles["cpu-gpu-0"].system_oom_count == 0
