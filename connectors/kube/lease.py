@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -22,7 +24,7 @@ from typing import Any, Protocol
 from connectors.kube.lease_api import LeaseApi, LeaseRecord, LeaseUnavailable
 from models import ActuatorSettings
 
-__all__ = ["LeaseElector", "LeaseStore"]
+__all__ = ["LeaseElector", "LeaseStore", "default_identity"]
 
 log = logging.getLogger("connectors.kube")
 
@@ -31,6 +33,11 @@ class LeaseStore(Protocol):
     async def read(self) -> LeaseRecord | None: ...
     async def create(self, spec: dict[str, Any]) -> bool: ...
     async def replace(self, version: str, spec: dict[str, Any]) -> bool: ...
+
+
+def default_identity() -> str:
+    """Host name and a random part: two actuators on one host (or a restarted one) differ."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 def _micro_time(at: datetime) -> str:
@@ -48,7 +55,7 @@ class LeaseElector:
         store: LeaseStore | None = None,
         api_client: Any = None,
         settings: ActuatorSettings,
-        identity: str,
+        identity: str | None = None,
         on_lost: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -57,7 +64,7 @@ class LeaseElector:
             store = LeaseApi(api_client=api_client, settings=settings)
         self.store = store
         self.settings = settings
-        self.identity = identity
+        self.identity = identity or settings.identity or default_identity()
         self.on_lost = on_lost
         self._monotonic = monotonic
         self._wall = wall

@@ -17,8 +17,9 @@ from tests.connectors.kube.actuator_helpers import ENFORCE, enforcing, lease_hol
 
 pytestmark = pytest.mark.apiserver
 
-# Short, so a takeover happens within the test's deadlines; the ratios are the defaults'.
-TIMING = {"lease_duration_s": 3.0, "renew_deadline_s": 2.0, "renew_interval_s": 0.4}
+# Renewals every 0.5 s, so a loss or a handover shows within a second; a 6 s deadline (12
+# renewals) so a busy machine does not lose the Lease by a late renewal. No test waits one out.
+TIMING = {"lease_duration_s": 8.0, "renew_deadline_s": 6.0, "renew_interval_s": 0.5}
 
 
 def _settings(namespace: str) -> ActuatorSettings:
@@ -106,8 +107,10 @@ async def test_a_stopped_holder_hands_over(client: ApiClient, namespace: str) ->
     b = LeaseElector(api_client=client, settings=settings, identity="b")
     stop_a = asyncio.Event()
     run_a = asyncio.create_task(a.run(stop=stop_a))
+    await until(a.holding, lambda: "a never acquired")
     async with electing(b):
-        await until(a.holding, lambda: "a never acquired")
+        await asyncio.sleep(settings.renew_interval_s * 2)
+        assert not b.holding()
         stop_a.set()
         await asyncio.wait_for(run_a, 20)
         assert not a.holding()

@@ -5,6 +5,7 @@ the hold at ``renew_deadline_s`` after the last renewal was sent, before anyone 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
@@ -114,3 +115,12 @@ async def test_the_run_loop_calls_on_lost_when_renewals_fail() -> None:
     await asyncio.wait_for(run, 20)
     assert lost == ["not renewed within 1.0 s"]
     assert not a.holding()
+
+
+def test_identities_differ_per_process_unless_configured() -> None:
+    one = LeaseElector(store=Store(), settings=SETTINGS)
+    two = LeaseElector(store=Store(), settings=SETTINGS)
+    assert one.identity != two.identity
+    assert one.identity.startswith(socket.gethostname())
+    named = SETTINGS.model_copy(update={"identity": "gpufrag-0"})
+    assert LeaseElector(store=Store(), settings=named).identity == "gpufrag-0"

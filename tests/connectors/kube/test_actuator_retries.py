@@ -5,6 +5,7 @@ cannot reach an API at all."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -133,3 +134,15 @@ async def test_dry_run_never_reaches_an_api() -> None:
         Actuator(settings=ActuatorSettings(), executor=executor)
     with pytest.raises(ValueError, match="executor"):
         Actuator(settings=settings)
+
+
+async def test_a_repeat_while_the_first_is_in_flight_waits_for_it() -> None:
+    script = Script()
+    script.on(*EVICTION, SERVER_ERROR, EVICTED)
+    async with serving(script) as client:
+        actuator = enforcing(client, retry_initial_s=0.2, retry_max_s=0.2)
+        first, second = await asyncio.gather(actuator.act(REQUEST), actuator.act(REQUEST))
+
+    assert first == second
+    assert first.outcome is ActionOutcome.EXECUTED
+    assert len(script.requests(*EVICTION)) == 2  # one 500 and its retry: one action
