@@ -373,8 +373,8 @@ class ActuatorSettings(_Group):
     ``lease_duration_s`` so it has stopped before anyone else may start (client-go: 10 of 15)."""
     renew_interval_s: Annotated[float, Field(gt=0)] = 5.0
     """Seconds between renewals, and between tries to acquire while another holds it; a
-    failed renewal is retried after a fifth of this, so 5 s leaves about 9 tries before the
-    10 s deadline."""
+    failed renewal is retried after a fifth of this, so after a last success at 0 s there are
+    tries at 5, 6, 7, 8 and 9 s before the 10 s deadline."""
     request_timeout_s: Annotated[float, Field(gt=0)] = 10.0
     """Limit for one API call (wall clock: it is I/O)."""
     attempts: Annotated[int, Field(ge=1, le=20)] = 4
