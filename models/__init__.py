@@ -1,6 +1,14 @@
 """gpufrag's data types: every bus message, profile, signal and action. No I/O, no clock."""
 
 from models.actions import Action, ActionKind, ActionMode, ActionOutcome
+from models.actuation import (
+    ActionRequest,
+    CordonNode,
+    EvictPod,
+    TaintNode,
+    UncordonNode,
+    UntaintNode,
+)
 from models.base import Frozen, UtcDatetime, from_json, to_json
 from models.events import (
     CLUSTER_KEY,
@@ -25,6 +33,7 @@ from models.queue import QueueObject, QueueSourceKind
 from models.resources import ResourceRequest
 from models.scheduler import SchedulerEvent
 from models.settings import (
+    ActuatorSettings,
     AnalysisSettings,
     DetectorSettings,
     GpufragSettings,
@@ -52,10 +61,14 @@ __all__ = [
     "ActionKind",
     "ActionMode",
     "ActionOutcome",
+    "ActionRequest",
+    "ActuatorSettings",
     "AnalysisSettings",
+    "CordonNode",
     "DetectorSettings",
     "Envelope",
     "EventKind",
+    "EvictPod",
     "Frozen",
     "GangRef",
     "GpuModel",
@@ -87,9 +100,12 @@ __all__ = [
     "SignalKind",
     "StoreSettings",
     "Taint",
+    "TaintNode",
     "TaskProfile",
     "Toleration",
     "TraceSettings",
+    "UncordonNode",
+    "UntaintNode",
     "UtcDatetime",
     "WorkloadKind",
     "check_gpu_model",

@@ -10,7 +10,7 @@ from pydantic import Field, JsonValue, model_validator
 from models.base import Frozen, UtcDatetime
 from models.signals import FINGERPRINT_PATTERN, Scope
 
-__all__ = ["Action", "ActionKind", "ActionMode", "ActionOutcome"]
+__all__ = ["ANSWERED_BY_THE_CLUSTER", "Action", "ActionKind", "ActionMode", "ActionOutcome"]
 
 
 class ActionKind(StrEnum):
@@ -32,6 +32,17 @@ class ActionOutcome(StrEnum):
     EXECUTED = "executed"
     REFUSED = "refused"
     FAILED = "failed"
+    BLOCKED = "blocked"
+    """The cluster said no and must not be overruled: an eviction a PodDisruptionBudget
+    refused (HTTP 429). Never forced; a planner may ask again later under a new id."""
+    GONE = "gone"
+    """The target no longer exists (HTTP 404, or another pod now has the name): nothing to do."""
+
+
+ANSWERED_BY_THE_CLUSTER = frozenset(
+    {ActionOutcome.EXECUTED, ActionOutcome.BLOCKED, ActionOutcome.GONE}
+)
+"""Outcomes only an API call can give, so a dry run can never record one."""
 
 
 class Action(Frozen):
@@ -51,6 +62,9 @@ class Action(Frozen):
 
     @model_validator(mode="after")
     def _dry_run_never_executes(self) -> Action:
-        if self.mode is ActionMode.DRY_RUN and self.outcome is ActionOutcome.EXECUTED:
-            raise ValueError("outcome='executed' is impossible with mode='dry_run'")
+        if self.mode is ActionMode.DRY_RUN and self.outcome in ANSWERED_BY_THE_CLUSTER:
+            raise ValueError(
+                f"outcome={self.outcome.value!r} is impossible with mode='dry_run': "
+                "only an API call can give it"
+            )
         return self

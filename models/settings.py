@@ -10,12 +10,21 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.actions import ActionMode
 from models.bounds import TIME_MAX, TIME_MIN
 
 __all__ = [
+    "ActuatorSettings",
     "AnalysisSettings",
     "DcgmSettings",
     "DetectorSettings",
@@ -382,6 +391,53 @@ class GuardrailSettings(_Group):
     """...which then stops enforcement for this long (proposals go on, as dry-run)."""
 
 
+class ActuatorSettings(_Group):
+    """The actuator: evictions, cordons and taints, one active instance through a Lease."""
+
+    mode: ActionMode = ActionMode.DRY_RUN
+    """``enforce`` lets the actuator call the API; in ``dry_run`` it is built without an API
+    client and every request, enforce ones too, is recorded as proposed."""
+    namespace: Annotated[str, Field(min_length=1)] = "gpufrag"
+    """Namespace of the coordination.k8s.io Lease that elects the one active actuator."""
+    lease_name: Annotated[str, Field(min_length=1)] = "gpufrag-actuator"
+    identity: str | None = None
+    """This actuator's name in the Lease; unset: ``<hostname>_<random>``, new per process, so
+    a restarted actuator never mistakes its predecessor's Lease for its own."""
+    lease_duration_s: Annotated[float, Field(ge=1)] = 15.0
+    """How long others wait, from when they last saw the Lease change, before taking it over
+    (whole seconds in the Lease; client-go's default)."""
+    renew_deadline_s: Annotated[float, Field(gt=0)] = 10.0
+    """The holder stops acting when it has not renewed for this long: shorter than
+    ``lease_duration_s`` so it has stopped before anyone else may start (client-go: 10 of 15)."""
+    renew_interval_s: Annotated[float, Field(gt=0)] = 5.0
+    """Seconds between renewals, and between tries to acquire while another holds it; a
+    failed renewal is retried after a fifth of this, so after a last success at 0 s there are
+    tries at 5, 6, 7, 8 and 9 s before the 10 s deadline."""
+    request_timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Limit for one API call (wall clock: it is I/O)."""
+    attempts: Annotated[int, Field(ge=1, le=20)] = 4
+    """Tries of one call answered 5xx, or 429 without a PodDisruptionBudget cause (API
+    priority and fairness), or not answered at all; then the action is recorded as failed."""
+    retry_initial_s: Annotated[float, Field(gt=0)] = 0.5
+    """First wait after such a failure; doubles up to retry_max_s, with jitter: 4 tries wait
+    at most 0.5 + 1 + 2 = 3.5 s, well inside the renew deadline."""
+    retry_max_s: Annotated[float, Field(gt=0)] = 5.0
+    conflict_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    """Read-modify-write rounds of one node change (taints, cordon) that lose to another writer
+    (409) before it is recorded as failed."""
+    remembered_ids: Annotated[int, Field(ge=1)] = 10_000
+    """Action ids whose outcome is final (executed, gone) kept in memory, so the same id is not
+    carried out twice; oldest forgotten first."""
+
+    @model_validator(mode="after")
+    def _deadline_inside_duration(self) -> ActuatorSettings:
+        # Two actuators acting at once is what the Lease exists to prevent: the holder must
+        # give up before the others' wait runs out, and renew more than once before that.
+        if not self.renew_interval_s < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError("need renew_interval_s < renew_deadline_s < lease_duration_s")
+        return self
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -397,3 +453,4 @@ class GpufragSettings(BaseSettings):
     nvml: NvmlSettings = NvmlSettings()
     watch: WatchSettings = WatchSettings()
     guardrails: GuardrailSettings = GuardrailSettings()
+    actuator: ActuatorSettings = ActuatorSettings()

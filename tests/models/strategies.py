@@ -48,6 +48,7 @@ from models import (
     WorkloadKind,
     fingerprint_of,
 )
+from models.actions import ANSWERED_BY_THE_CLUSTER
 from models.bounds import CPU_MILLI_MAX, GPU_MEMORY_MIB_MAX, MEMORY_MIB_MAX, MIG_DEVICES_MAX
 from models.cards import SharingMode, card_slices, mig_profile_slices
 from models.scheduler import (
@@ -340,7 +341,9 @@ def st_signal(draw: st.DrawFn) -> Signal:
 def st_action(draw: st.DrawFn) -> Action:
     mode = draw(st.sampled_from(ActionMode))
     outcomes = [
-        o for o in ActionOutcome if not (mode is ActionMode.DRY_RUN and o is ActionOutcome.EXECUTED)
+        o
+        for o in ActionOutcome
+        if not (mode is ActionMode.DRY_RUN and o in ANSWERED_BY_THE_CLUSTER)
     ]
     return Action(
         id=draw(st.uuids().map(str)),

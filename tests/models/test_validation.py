@@ -319,8 +319,10 @@ def test_signal_state_matches_resolved_at() -> None:
 
 
 def test_dry_run_cannot_execute() -> None:
-    assert "dry_run" in _error_text(Action, {**ACTION, "outcome": "executed"})
-    Action.model_validate({**ACTION, "outcome": "executed", "mode": "enforce"})
+    # blocked (a PDB's 429) and gone (a 404) are answers of the API server, like executed
+    for outcome in ("executed", "blocked", "gone"):
+        assert "dry_run" in _error_text(Action, {**ACTION, "outcome": outcome})
+        Action.model_validate({**ACTION, "outcome": outcome, "mode": "enforce"})
 
 
 def test_models_are_frozen() -> None:
