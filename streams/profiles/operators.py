@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+import orjson
+
 from models import (
     Envelope,
     GpuSample,
@@ -118,38 +120,67 @@ class _Clock:
 
 
 class TaskJoin(_Clock):
-    """The pod-keyed half: a task profile per pod. Snapshot entries: pod key -> profile."""
+    """The pod-keyed half: a task profile per pod. Snapshot entries: pod key -> the profile and
+    the event time of the latest input folded into it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tasks: dict[str, TaskProfile] = {}
+        self.seen: dict[str, datetime] = {}
+        """Pod -> event time of the latest pod or scheduler event folded into its profile."""
         self._dirty: set[str] = set()
 
     def apply(self, item: TaskInput) -> list[TaskProfileUpdate | Binding]:
         self._see(item.at)
-        prev = self.tasks.get(item.key)
-        new, updates, binds = task_step(item.key, prev, item.item, item.at, event_id=item.event_id)
+        key = item.key
+        seen = self.seen.get(key)
+        at = item.at
+        if isinstance(item.item, PeakReport):
+            # a peak's delta carries the whole profile: dated at the peak alone, a profile that
+            # already holds a later OOM kill would be placed before it (the Faust worker's
+            # peaks come over Kafka, after events of later times), and the kill seen too early
+            at = max(at, seen) if seen is not None else at
+        elif seen is None or at > seen:
+            self.seen[key] = at
+        prev = self.tasks.get(key)
+        new, updates, binds = task_step(key, prev, item.item, at, event_id=item.event_id)
         if new is not prev:
             if new is None:
-                self.tasks.pop(item.key, None)
+                self.tasks.pop(key, None)
+                self.seen.pop(key, None)
             else:
-                self.tasks[item.key] = new
-            if self._tracking:
-                self._dirty.add(item.key)
+                self.tasks[key] = new
+        if self._tracking and (new is not prev or self.seen.get(key) != seen):
+            self._dirty.add(key)
         return [*updates, *binds]
 
     def snapshot(self) -> StateChanges:
         out: StateChanges = {}
         for key in sorted(self._dirty):
             task = self.tasks.get(key)
-            out[key] = None if task is None else task.model_dump_json().encode()
+            if task is None:
+                out[key] = None
+                continue
+            seen = self.seen.get(key)
+            out[key] = orjson.dumps(
+                {
+                    "profile": task.model_dump(mode="json"),
+                    "seen_at": None if seen is None else seen.isoformat(),
+                }
+            )
         self._dirty.clear()
         return out
 
     def restore(self, entries: Mapping[str, bytes]) -> None:
         self._tracking = True
         for key, raw in entries.items():
-            self.tasks[key] = TaskProfile.model_validate_json(raw)
+            body = orjson.loads(raw)
+            if isinstance(body, dict) and set(body) == {"profile", "seen_at"}:
+                self.tasks[key] = TaskProfile.model_validate(body["profile"])
+                if body["seen_at"] is not None:
+                    self.seen[key] = datetime.fromisoformat(body["seen_at"])
+            else:  # a profile saved before the time of its latest input was kept
+                self.tasks[key] = TaskProfile.model_validate(body)
 
 
 class NodeJoin(_Clock):
