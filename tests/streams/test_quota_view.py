@@ -353,7 +353,8 @@ def test_a_queue_with_pending_work_and_an_idle_lender_in_its_cohort() -> None:
 VQ_PROD = "VolcanoQueue:prod"
 
 
-def test_a_borrower_blocks_a_lenders_pending_work() -> None:
+def borrower_steps() -> list[Step]:
+    """Volcano: research borrows 6 of prod's deserved GPUs while prod's gang waits."""
     research = [
         gpu_pod(f"research-{i}", "research", gpus=2, on=f"gpu-{i % 3}", queue="research")
         for i in range(7)
@@ -361,7 +362,7 @@ def test_a_borrower_blocks_a_lenders_pending_work() -> None:
     gang = [
         gpu_pod(f"prod-w{i}", "prod", gpus=2, queue="prod", gang=("llm-serve", 2)) for i in range(2)
     ]
-    steps = [
+    return [
         Step([gpu_node(f"gpu-{i}") for i in range(3)]),
         Step(
             [
@@ -414,18 +415,22 @@ def test_a_borrower_blocks_a_lenders_pending_work() -> None:
             resolves={("quota_lender_blocked", VQ_PROD)},
         ),
     ]
-    got = check(steps)
+
+
+def test_a_borrower_blocks_a_lenders_pending_work() -> None:
+    got = check(borrower_steps())
     opened = got[2][0]
     assert opened.evidence["borrowers"] == {"VolcanoQueue:research": 6.0}
     assert opened.evidence["blocked"] == 4.0
     assert opened.evidence["pending"] == {"nvidia.com/gpu": 4.0}
 
 
-def test_an_exhausted_resource_quota_blocks_gpu_pods_and_says_so_in_explanations() -> None:
+def exhausted_steps() -> list[Step]:
+    """Namespace nlp uses all 8 GPUs of its ResourceQuota while a pod asks for 2 more."""
     hard = {"requests.nvidia.com/gpu": "8", "requests.cpu": "256", "pods": "50"}
     full = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "8"}))
     freed = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "4"}))
-    steps = [
+    return [
         Step(
             [
                 gpu_node("gpu-1"),
@@ -444,6 +449,10 @@ def test_an_exhausted_resource_quota_blocks_gpu_pods_and_says_so_in_explanations
             resolves={("quota_exhausted", "nlp")},
         ),
     ]
+
+
+def test_an_exhausted_resource_quota_blocks_gpu_pods_and_says_so_in_explanations() -> None:
+    steps = exhausted_steps()
     check(steps)
     run = Run()
     for n, s in enumerate(steps[:2]):
