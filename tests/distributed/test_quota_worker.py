@@ -18,7 +18,7 @@ from streams.pipeline import define_pipeline
 from tests.distributed.worker_helpers import collect, kafka_env, signal_key, start_worker
 from tests.kube_fake.objects import T0
 from tests.streams.pipeline_feed import feed
-from tests.streams.test_quota_view import Step, borrower_steps, exhausted_steps
+from tests.streams.quota_scenarios import Step, borrower_steps, exhausted_steps
 
 pytestmark = pytest.mark.kafka
 KINDS = {"quota_borrowable", "quota_lender_blocked", "quota_exhausted"}
