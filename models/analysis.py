@@ -33,6 +33,7 @@ class BlockReason(StrEnum):
     GPU_SHARE = "gpu_share"  # enough free GPU on the node, but split across cards
     GPU_MEMORY = "gpu_memory"  # cards with the compute share, none with the memory (HAMi)
     MIG_PROFILE = "mig_profile"  # free MIG instances, but not of the profile asked for
+    QUOTA = "quota"  # the namespace's ResourceQuota or the pod's queue has no room: every node
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,9 @@ class Explanation:
     nodes_checked: int
     scheduler: SchedulerCheck | None = None
     """The scheduler's own verdict on the pod, when it gave one while the pod waited."""
+    quota: tuple[str, ...] = ()
+    """Keys of the quota objects with no room for the pod (``ResourceQuota:ml/gpu``,
+    ``ClusterQueue:team-a``); ``blocking`` then names ``quota`` on every node checked."""
 
     @property
     def unplaceable(self) -> bool:
@@ -104,6 +108,8 @@ class Explanation:
         }
         if self.scheduler is not None:
             out["scheduler"] = self.scheduler.evidence()
+        if self.quota:
+            out["quota"] = list(self.quota)
         return out
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "NearMemoryLimitSettings",
     "NvmlSettings",
     "OomStormSettings",
+    "QuotaSettings",
     "StoreSettings",
     "StrandedGpusSettings",
     "TraceSettings",
@@ -143,6 +144,14 @@ class IdleGpuSettings(_Group):
     may have been down while the card worked). Ten scrapes at dcgm-exporter's 30 s."""
 
 
+class QuotaSettings(_Group):
+    enabled: bool = True
+    """Signal queues that could borrow idle quota in their cohort for pending work, lenders
+    whose pending work others' borrowing blocks, and namespaces whose GPU ResourceQuota is
+    used up while GPU work waits; pending explanations name the quota that blocks a pod.
+    Nothing happens until a quota or queue object is seen."""
+
+
 class DetectorSettings(_Group):
     """One group per detector (``GPUFRAG_DETECTORS__FRAGMENTATION__ENABLED=false``)."""
 
@@ -153,6 +162,7 @@ class DetectorSettings(_Group):
     oom_storm: OomStormSettings = OomStormSettings()
     gpu_health: GpuHealthSettings = GpuHealthSettings()
     idle_gpu: IdleGpuSettings = IdleGpuSettings()
+    quota: QuotaSettings = QuotaSettings()
 
 
 class TraceSettings(_Group):

@@ -23,6 +23,9 @@ class SignalKind(StrEnum):
     GPU_UNHEALTHY = "gpu_unhealthy"
     NEAR_MEMORY_LIMIT = "near_memory_limit"
     IDLE_GPU = "idle_gpu"
+    QUOTA_BORROWABLE = "quota_borrowable"
+    QUOTA_LENDER_BLOCKED = "quota_lender_blocked"
+    QUOTA_EXHAUSTED = "quota_exhausted"
 
 
 class Scope(StrEnum):

@@ -15,7 +15,12 @@ from models import AnalysisSettings, DetectorSettings, Envelope, GpufragSettings
 from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import OrderKey
-from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+from streams.profiles.join import (
+    NodeProfileUpdate,
+    ProfileUpdate,
+    QueueUpdate,
+    TaskProfileUpdate,
+)
 from streams.profiles.operators import (
     NodeJoin,
     ProfileJoin,
@@ -80,7 +85,8 @@ class Pipeline:
     @staticmethod
     def ordered(env: Envelope, outputs: Sequence[object]) -> list[tuple[OrderKey, ProfileUpdate]]:
         """The join's outputs for one event, each with its place in the event-time order."""
-        updates = [u for u in outputs if isinstance(u, NodeProfileUpdate | TaskProfileUpdate)]
+        kinds = (NodeProfileUpdate, TaskProfileUpdate, QueueUpdate)
+        updates = [u for u in outputs if isinstance(u, kinds)]
         return ordered_deltas(env, updates)
 
 

@@ -34,13 +34,17 @@ class TopicRequest:
     name: str
     partitions: int
     configs: Mapping[str, str]
+    exact: bool = False
+    """More partitions than declared is an error too: a topic read together with another by
+    one partition's owner (Faust assigns topics of equal partition counts together)."""
 
 
 async def ensure_topics(
     bootstrap: str, topics: Iterable[TopicRequest], *, replication: int = 1
 ) -> list[str]:
     """Create the missing topics; returns the names created now. Existing topics are checked,
-    not altered: a partition count below the declared one is an error, never silently used."""
+    not altered: a partition count below the declared one (or other than it, for an ``exact``
+    request) is an error, never silently used."""
     wanted = list(topics)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpufrag-admin")
     await admin.start()
@@ -68,6 +72,7 @@ async def ensure_topics(
             f"{t.name} has {counts.get(t.name, 0)} partitions, {t.partitions} declared"
             for t in wanted
             if counts.get(t.name, 0) < t.partitions
+            or (t.exact and counts.get(t.name, 0) != t.partitions)
         ]
         if short:
             raise TopicMismatch("; ".join(short))

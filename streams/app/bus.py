@@ -27,7 +27,11 @@ class Bus:
 
     def topic_requests(self, *, app_id: str | None = None) -> list[TopicRequest]:
         """The bus's topics, and with ``app_id`` the changelogs of that worker group's tables."""
-        out = [TopicRequest(t.full_name(self.prefix), t.partitions, t.configs) for t in topics.ALL]
+        # the one-partition topics are the cluster view's, read together by one worker
+        out = [
+            TopicRequest(t.full_name(self.prefix), t.partitions, t.configs, t.partitions == 1)
+            for t in topics.ALL
+        ]
         if app_id is not None:
             out += [
                 TopicRequest(t.name, t.partitions, t.configs) for t in topics.changelogs(app_id)

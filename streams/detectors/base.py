@@ -1,8 +1,9 @@
 """What a detector is: a reader of the cluster view that opens and resolves signals.
 
-The cluster operator tells every enabled detector what changed (a node, a task, the typical
-pods) and that event time moved; a detector overrides only the hooks it needs. Its deferred
-work is announced through ``next_due`` so that both runners do it at the same event time.
+The cluster operator tells every enabled detector what changed (a node, a task, a quota or
+queue object, the typical pods) and that event time moved; a detector overrides only the hooks
+it needs. Its deferred work is announced through ``next_due`` so that both runners do it at
+the same event time.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class Detector(Generic[S]):
         return []
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
+        return []
+
+    def on_queue(self, key: str) -> list[Signal]:
+        """Quota or queue object ``key`` changed or is gone (in ``view.queues`` already)."""
         return []
 
     def on_typical(self) -> list[Signal]:

@@ -10,7 +10,7 @@ event independent of the cluster's size. Hosts ask for the cluster's state after
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -20,6 +20,7 @@ from models import (
     AnalysisSettings,
     DetectorSettings,
     NodeProfile,
+    QueueObject,
     Signal,
     TaskProfile,
     from_json,
@@ -34,13 +35,21 @@ from streams.detectors.view import ClusterView
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.shapes import TypicalPods
 from streams.operator import StateChanges
-from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+from streams.profiles.join import (
+    NodeProfileUpdate,
+    ProfileUpdate,
+    QueueUpdate,
+    TaskProfileUpdate,
+)
 
 CLOCK = "clock"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""A restored queue object's time: objects carry none, and ``see`` never moves time back."""
 
 
 class ClusterAnalysis:
-    """State entries: ``n/<node>`` and ``t/<pod>`` (the profiles it holds), ``o/<fingerprint>``
+    """State entries: ``n/<node>`` and ``t/<pod>`` (the profiles it holds), ``q/<queue>`` (the
+    quota and queue objects), ``o/<fingerprint>``
     (open signals) and ``clock`` (what decides when deferred work falls due)."""
 
     def __init__(
@@ -117,6 +126,9 @@ class ClusterAnalysis:
         if isinstance(item, NodeProfileUpdate):
             view.put_node(item.name, item.profile)
             return self._each(lambda d: d.on_node(item.name))
+        if isinstance(item, QueueUpdate):
+            view.put_queue(item.key, item.queue)
+            return self._each(lambda d: d.on_queue(item.key))
         change = view.put_task(item.key, item.profile)
         return self._each(lambda d: d.on_task(item.key, change))
 
@@ -177,10 +189,14 @@ class ClusterAnalysis:
         view = self.view
         for entry in sorted(view.dirty):
             name = entry[2:]
-            profile: NodeProfile | TaskProfile | None = (
-                view.nodes.get(name) if entry.startswith("n/") else view.tasks.get(name)
+            held: NodeProfile | TaskProfile | QueueObject | None = (
+                view.nodes.get(name)
+                if entry.startswith("n/")
+                else view.queues.get(name)
+                if entry.startswith("q/")
+                else view.tasks.get(name)
             )
-            out[entry] = None if profile is None else profile.model_dump_json().encode()
+            out[entry] = None if held is None else held.model_dump_json().encode()
         for fp in sorted(self.book.dirty):
             sig = self.book.open.get(fp)
             out[f"o/{fp}"] = None if sig is None else to_json(sig)
@@ -210,6 +226,9 @@ class ClusterAnalysis:
             elif k.startswith("t/"):
                 task = TaskProfile.model_validate_json(raw)
                 self.apply(TaskProfileUpdate(k[2:], task, task.created_at))
+            elif k.startswith("q/"):
+                queue = QueueObject.model_validate_json(raw)
+                self.apply(QueueUpdate(k[2:], queue, self.view.now or _EPOCH))
             elif k.startswith("o/"):
                 opened[k[2:]] = from_json(Signal, raw)
         clock = orjson.loads(raw_clock)

@@ -10,6 +10,7 @@ from streams.detectors.gpu_health import GpuHealth
 from streams.detectors.idle_gpu import IdleGpu
 from streams.detectors.memory_limit import NearMemoryLimit
 from streams.detectors.oom_storm import OomStorm
+from streams.detectors.quota import QuotaDetector
 from streams.detectors.stranded import StrandedGpus
 from streams.detectors.unplaceable import UnplaceablePending
 
@@ -21,4 +22,5 @@ DETECTORS: tuple[type[Detector[Any]], ...] = (
     OomStorm,
     GpuHealth,
     IdleGpu,
+    QuotaDetector,
 )

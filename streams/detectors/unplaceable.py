@@ -20,11 +20,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
-from models.analysis import Explanation
+from models.analysis import BlockReason, Explanation
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
 from streams.detectors.base import Detector
 from streams.detectors.book import SignalBook
+from streams.detectors.queues import QueueView, queue_view
 from streams.detectors.view import ClusterView, TaskChange
 from streams.fragmentation.pending import check_gang, explain_task
 from streams.fragmentation.verdicts import check_verdict
@@ -60,6 +61,10 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             return []
         self.explanations.pop(key, None)
         return self.book.resolved(SignalKind.UNPLACEABLE_PENDING, Scope.POD, key)
+
+    def on_queue(self, key: str) -> list[Signal]:
+        self.changed = True
+        return []
 
     def on_typical(self) -> list[Signal]:
         self.changed = True
@@ -110,6 +115,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         self.evaluations += 1
         view = self.view
         self.explanations = {}
+        quotas = queue_view(view.queues, view.tally) if view.queues else None
         gangs: defaultdict[tuple[str, str], list[TaskProfile]] = defaultdict(list)
         for key in sorted(view.pending):
             task = view.tasks[key]
@@ -119,6 +125,8 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             exp = explain_task(view.index, task, near_miss_nodes=self.settings.near_miss_nodes)
             if task.scheduler is not None:
                 exp = self._beside(exp, task.scheduler, since)
+            if quotas is not None:
+                exp = _with_quota(exp, quotas, task)
             self.explanations[key] = exp
         out: list[Signal] = []
         active: set[str] = set()
@@ -204,6 +212,16 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             ),
             evidence=evidence,
         )
+
+
+def _with_quota(exp: Explanation, quotas: QueueView, task: TaskProfile) -> Explanation:
+    """A quota with no room blocks the pod on every node, whatever the nodes have free."""
+    blockers = quotas.blockers(task)
+    if not blockers:
+        return exp
+    return replace(
+        exp, quota=blockers, blocking=((BlockReason.QUOTA, exp.nodes_checked), *exp.blocking)
+    )
 
 
 def _request_evidence(task: TaskProfile) -> dict[str, object]:

@@ -9,8 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from models import MILLI_PER_GPU, AnalysisSettings, NodeProfile, PodPhase, TaskProfile
+from models import (
+    MILLI_PER_GPU,
+    AnalysisSettings,
+    NodeProfile,
+    PodPhase,
+    QueueObject,
+    TaskProfile,
+)
 from models.cards import MIG_SLICES_DEFAULT, mig_profile_slices
+from streams.detectors.queues import QueueTally
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, ShapeCounter, TypicalPods
@@ -52,6 +60,8 @@ class TaskChange:
     """Bound or gone: whatever said it could not run is over now."""
     verdict_changed: bool = False
     """Still pending, with a new verdict from the scheduler to set beside gpufrag's own."""
+    quota_changed: bool = False
+    """What it counts against quotas and queues (bound or pending GPU) changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +81,15 @@ class ClusterView:
         self.nodes: dict[str, NodeProfile] = {}
         self.tasks: dict[str, TaskProfile] = {}
         self.pending: set[str] = set()
+        self.queues: dict[str, QueueObject] = {}
+        """Quota and queue objects by key (``ClusterQueue:team-a``, ``ResourceQuota:ml/gpu``)."""
+        self.tally = QueueTally()
         self.now: datetime | None = None
         self.typical_dirty = False
         self.typical_built_at: datetime | None = None
         self.dirty: set[str] = set()
-        """State entries (``n/<node>``, ``t/<pod>``) changed since the last snapshot."""
+        """State entries (``n/<node>``, ``t/<pod>``, ``q/<queue>``) changed since the last
+        snapshot."""
         self.tracking = False
         """Whether to record ``dirty`` at all: only for a host that persists snapshots, so an
         in-process run does not keep the key of every pod it ever saw."""
@@ -96,18 +110,29 @@ class ClusterView:
             self.nodes[name] = profile
             self.index.upsert(profile)
 
+    # --- quota and queue objects --------------------------------------------------------------
+
+    def put_queue(self, key: str, queue: QueueObject | None) -> None:
+        if self.tracking:
+            self.dirty.add(f"q/{key}")
+        if queue is None:
+            self.queues.pop(key, None)
+        else:
+            self.queues[key] = queue
+
     # --- tasks ---------------------------------------------------------------------------------
 
     def put_task(self, key: str, task: TaskProfile | None) -> TaskChange:
         if self.tracking:
             self.dirty.add(f"t/{key}")
         old = self.tasks.get(key)
+        quota = self.tally.move(old, task)
         if task is None:
             self.tasks.pop(key, None)
             if key in self.pending:
                 self.pending.discard(key)
-                return TaskChange(pending_changed=True, left_pending=True)
-            return TaskChange()
+                return TaskChange(pending_changed=True, left_pending=True, quota_changed=quota)
+            return TaskChange(quota_changed=quota)
         task = self._keep_peak(old, task)
         if old is None and self.fixed_typical is None:
             shape = shape_of(task)
@@ -119,9 +144,9 @@ class ClusterView:
         is_pending = task.node is None and task.phase == PodPhase.PENDING
         if is_pending == (key in self.pending):
             heard = is_pending and old is not None and old.scheduler != task.scheduler
-            return TaskChange(verdict_changed=heard)
+            return TaskChange(verdict_changed=heard, quota_changed=quota)
         (self.pending.add if is_pending else self.pending.discard)(key)
-        return TaskChange(pending_changed=True, left_pending=not is_pending)
+        return TaskChange(pending_changed=True, left_pending=not is_pending, quota_changed=quota)
 
     @staticmethod
     def _keep_peak(old: TaskProfile | None, task: TaskProfile) -> TaskProfile:

@@ -105,7 +105,9 @@ def _marks(cfg: WorkerConfig, name: dict[str, str]) -> dict[str, Callable[[], Wa
         "nodes": lambda: Watermarks(
             topic_of_kind=dict(nodes_kinds), fixed=dict(bindings), max_source_lag_s=lag
         ),
-        "cluster": lambda: Watermarks(topic_of_kind={}, fixed=dict(upstream)),
+        "cluster": lambda: Watermarks(
+            topic_of_kind={EventKind.QUEUE: name[topics.QUEUES.name]}, fixed=dict(upstream)
+        ),
     }
 
 
@@ -148,6 +150,7 @@ def _on_revoked(app: faust.App, stages: dict[str, KeyedStage], name: dict[str, s
         name[topics.PODS.name]: "tasks",
         name[topics.NODES.name]: "nodes",
         name[topics.CAPACITY_DELTAS.name]: "cluster",
+        name[topics.QUEUES.name]: "cluster",
     }
 
     async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
@@ -197,6 +200,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         signals=topic(topics.SIGNALS),
         peaks_topic=name[topics.POD_PEAKS.name],
         bindings_topic=name[topics.NODE_BINDINGS.name],
+        queues_topic=name[topics.QUEUES.name],
         binding_partitions=topics.NODE_BINDINGS.partitions,
     )
     marks = _marks(cfg, name)
@@ -226,7 +230,9 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         async for _ in stages["nodes"].run(stream):
             yield None
 
-    @app.agent(topic(topics.CAPACITY_DELTAS))
+    # quota and queue objects go straight to the cluster view: low-rate, cluster-wide, and
+    # one partition like the deltas, so Faust assigns both to the same worker
+    @app.agent(topic(topics.CAPACITY_DELTAS, topics.QUEUES))
     async def cluster_agent(stream: Any) -> AsyncIterator[None]:
         async for _ in stages["cluster"].run(stream):
             yield None

@@ -4,8 +4,8 @@
   sends task deltas to the cluster view and bindings to the pod's node;
 - nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
   -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
-- cluster view (one partition, low rate): deltas -> ``ClusterAnalysis``, one event-time instant
-  at a time; sends signals.
+- cluster view (one partition, low rate): deltas, and quota and queue objects straight from
+  their topic -> ``ClusterAnalysis``, one event-time instant at a time; sends signals.
 
 Keyed operators' state lives in the stage's table, one entry per key, and is loaded into the
 operator when a key is first used after a start or a rebalance; the cluster view is restored
@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from models import GpuSampleEvent, NodeEvent, PodEvent, SchedulingEvent, Signal, to_json
+from models import (
+    GpuSampleEvent,
+    NodeEvent,
+    PodEvent,
+    QueueEvent,
+    SchedulingEvent,
+    Signal,
+    to_json,
+)
 from models.progress import SourceProgress
 from streams.detectors.cluster import ClusterAnalysis
 from streams.distributed.codec import DecodeError, decode, decode_input, encode, encode_progress
@@ -27,13 +35,20 @@ from streams.distributed.stage import Decoded, Direct, Held, StageCounters, rele
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import PipelineDef
-from streams.profiles.join import Binding, NodeProfileUpdate, PeakReport, TaskProfileUpdate
+from streams.profiles.join import (
+    Binding,
+    NodeProfileUpdate,
+    PeakReport,
+    QueueUpdate,
+    TaskProfileUpdate,
+)
 from streams.profiles.operators import (
     NODE_RANK,
     TASK_RANK,
     NodeInput,
     TaskInput,
     is_system_oom,
+    queue_update,
 )
 
 log = logging.getLogger(__name__)
@@ -52,6 +67,7 @@ class Outlets:
     signals: Any
     peaks_topic: str
     bindings_topic: str
+    queues_topic: str
     binding_partitions: int
 
 
@@ -223,6 +239,14 @@ class ClusterLogic:
         return self._instants
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
+        if topic == self.out.queues_topic:
+            item = decode_input(raw)
+            if isinstance(item, SourceProgress):
+                return item
+            if not isinstance(item.payload, QueueEvent):
+                raise DecodeError(f"a {item.kind.value} event on {topic}")
+            # the embedded runner's join passes it through with the same order key
+            return Held(ordered(item), queue_update(item))
         decoded = decode(raw)
         if isinstance(decoded, SourceProgress):
             return decoded
@@ -234,7 +258,7 @@ class ClusterLogic:
         return Held(order, delta, derived=True)
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
-        assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate)
+        assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate | QueueUpdate)
         key = order if order is not None else TELEMETRY._replace(at=item.at)
         await self._publish(self.instants().add(key, item))
 

@@ -3,7 +3,7 @@
 Keys put state where its joins need it: node-scoped streams (nodes, GPU samples, pod bindings
 repartitioned by node) are keyed by node name, so one partition holds everything about a node;
 pod streams by "namespace/name". The cluster-wide view reads one low-rate partition of capacity
-deltas, never the high-rate streams.
+deltas and the one partition of quota and queue objects, never the high-rate streams.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ SCHEDULER_EVENTS = TopicSpec("gpufrag.scheduler-events", 12, "namespace/name or 
 GPU_SAMPLES = TopicSpec("gpufrag.gpu-samples", 12, "node name", _delete(1))
 QUEUES = TopicSpec(
     "gpufrag.queues",
-    3,
+    1,  # read by the one-partition cluster view, co-partitioned with its deltas
     "<kind>:namespace/name of the quota or queue object",
     {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
 )

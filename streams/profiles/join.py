@@ -21,6 +21,7 @@ from models import (
     Pod,
     PodEvent,
     PodPhase,
+    QueueObject,
     SchedulingEvent,
     TaskProfile,
 )
@@ -48,7 +49,17 @@ class TaskProfileUpdate:
     at: datetime
 
 
-ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate
+@dataclass(frozen=True, slots=True)
+class QueueUpdate:
+    """A quota or queue object passed through to the cluster view: low-rate and
+    cluster-wide, so it needs no join."""
+
+    key: str
+    queue: QueueObject | None  # None: the object is gone
+    at: datetime
+
+
+ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | QueueUpdate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

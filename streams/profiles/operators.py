@@ -36,6 +36,7 @@ from streams.profiles.join import (
     NodeState,
     PeakReport,
     ProfileUpdate,
+    QueueUpdate,
     TaskProfileUpdate,
     node_step,
     task_step,
@@ -53,6 +54,7 @@ __all__ = [
     "is_system_oom",
     "node_input",
     "ordered_deltas",
+    "queue_update",
     "task_input",
 ]
 
@@ -243,6 +245,13 @@ def node_input(env: Envelope) -> NodeInput | None:
     return None
 
 
+def queue_update(env: Envelope) -> QueueUpdate:
+    """A quota or queue event as the cluster view takes it (both runners pass it through)."""
+    p = env.payload
+    assert isinstance(p, QueueEvent)
+    return QueueUpdate(p.queue.key, None if p.change == "delete" else p.queue, env.event_time)
+
+
 def is_system_oom(p: object) -> bool:
     """The kubelet's report of the node's kernel OOM killer: about a node, not a pod."""
     return (
@@ -285,8 +294,10 @@ class ProfileJoin(_Clock):
             for peak in peaks:
                 out += self._task(TaskInput(peak.key, peak, item.event_time))
             return out + [o for o in node_out if isinstance(o, NodeProfileUpdate)]
-        if isinstance(item.payload, SchedulingEvent | QueueEvent):
-            return []  # node-scoped events, quotas and queues: in the history, no profile yet
+        if isinstance(item.payload, QueueEvent):
+            return [queue_update(item)]
+        if isinstance(item.payload, SchedulingEvent):
+            return []  # node- or cluster-scoped scheduler events: in the history only
         raise TypeError(f"unhandled payload {type(item.payload).__name__}")
 
     def _task(self, item: TaskInput) -> list[ProfileUpdate]:

@@ -161,6 +161,7 @@ async def test_a_worker_counts_what_its_cluster_view_finds_and_never_goes_down()
         signals=signals,
         peaks_topic="peaks",
         bindings_topic="bindings",
+        queues_topic="queues",
         binding_partitions=1,
     )
     pipeline = define_pipeline(GpufragSettings())

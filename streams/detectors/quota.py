@@ -1,0 +1,194 @@
+"""Quotas and queues: GPU work that waits on quota rather than on nodes.
+
+Three findings, each per GPU resource, from the queue view (``queues.py``):
+
+- ``quota_borrowable`` (a queue): its pending work needs more than its own unused quota, and
+  other queues of its cohort leave theirs idle, so borrowing could run it; the evidence says
+  how much its borrowing limit allows (Kueue borrows on its own within the limit, so a signal
+  that stays open points at the limit or at a flavor mismatch);
+- ``quota_lender_blocked`` (a queue): it has pending work and unused guaranteed quota, but the
+  cohort has none free because others borrowed it, so the work waits for reclaim;
+- ``quota_exhausted`` (a namespace): a GPU ResourceQuota is used up while GPU work waits in the
+  namespace.
+
+The view changes only with quota objects and with pods that request GPUs; the findings are
+re-derived at the end of an instant where either changed, from the ledgers alone, so a
+restored view gives the same signals without a schedule of its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from models import Scope, Severity, Signal, SignalKind
+from models.settings import QuotaSettings
+from streams.detectors.base import Detector
+from streams.detectors.book import SignalBook
+from streams.detectors.queues import EPSILON, Ledger, QueueView, queue_view
+from streams.detectors.view import ClusterView, TaskChange
+
+KINDS = (
+    SignalKind.QUOTA_BORROWABLE,
+    SignalKind.QUOTA_LENDER_BLOCKED,
+    SignalKind.QUOTA_EXHAUSTED,
+)
+Finding = tuple[SignalKind, Scope, str, str, dict[str, object]]
+"""kind, scope, scope id, summary, evidence."""
+
+
+class QuotaDetector(Detector[QuotaSettings]):
+    name = "quota"
+
+    def __init__(self, view: ClusterView, book: SignalBook, settings: QuotaSettings) -> None:
+        super().__init__(view, book, settings)
+        self.changed = False
+
+    def on_queue(self, key: str) -> list[Signal]:
+        self.changed = True
+        return []
+
+    def on_task(self, key: str, change: TaskChange) -> list[Signal]:
+        if change.quota_changed and self.view.queues:
+            self.changed = True
+        return []
+
+    def advance(self, at: datetime) -> list[Signal]:
+        return self._evaluate() if self.changed else []
+
+    def flush(self) -> list[Signal]:
+        return self._evaluate() if self.changed else []
+
+    def rebuilt(self) -> None:
+        self.changed = True
+
+    def _evaluate(self) -> list[Signal]:
+        self.changed = False
+        qv = queue_view(self.view.queues, self.view.tally)
+        findings = [*_queue_findings(qv), *_namespace_findings(qv)]
+        out: list[Signal] = []
+        active: set[tuple[SignalKind, str]] = set()
+        for kind, scope, scope_id, summary, evidence in findings:
+            active.add((kind, scope_id))
+            out += self.book.opened(
+                kind,
+                scope,
+                scope_id,
+                severity=Severity.WARNING,
+                summary=summary,
+                evidence=evidence,
+            )
+        for sig in sorted(self.book.open.values(), key=lambda s: s.fingerprint):
+            if sig.kind in KINDS and (sig.kind, sig.scope_id) not in active:
+                out += self.book.resolve_fingerprint(sig.fingerprint)
+        return out
+
+
+def _queue_findings(qv: QueueView) -> list[Finding]:
+    out: list[Finding] = []
+    for q in qv.queues.values():
+        for finder in (_borrowable, _lender_blocked):
+            for resource in sorted(q.pending):
+                finding = finder(qv, q, resource)
+                if finding is not None:
+                    out.append(finding)
+                    break  # one signal per queue and kind; the first resource names it
+    return out
+
+
+def _borrowable(qv: QueueView, q: Ledger, resource: str) -> Finding | None:
+    """Pending work beyond the queue's own idle quota, and idle quota elsewhere in its cohort."""
+    pending, own = q.pending[resource], q.idle(resource)
+    need = pending - own
+    if q.cohort is None or need <= EPSILON:
+        return None
+    lenders = {
+        m.key: m.idle(resource) for m in qv.cohort(q) if m.key != q.key and m.idle(resource) > 0
+    }
+    elsewhere = qv.cohort_free(q, resource) - own
+    if elsewhere <= EPSILON or not lenders:
+        return None
+    used = q.used.get(resource, 0.0)
+    may_borrow = max(0.0, q.limit[resource] - used) if resource in q.limit else None
+    could = min(need, elsewhere)
+    capped = may_borrow is not None and may_borrow < could - EPSILON
+    why = f"; its borrowing limit allows {may_borrow:g}" if capped else ""
+    return (
+        SignalKind.QUOTA_BORROWABLE,
+        Scope.QUEUE,
+        q.key,
+        f"{q.key} has {pending:g} {resource} pending beyond its quota while {elsewhere:g} "
+        f"sit idle in cohort {q.cohort} ({', '.join(sorted(lenders))}){why}",
+        {
+            "resource": resource,
+            "cohort": q.cohort,
+            **q.evidence(),
+            "cohort_idle": elsewhere,
+            "lenders": lenders,
+            "borrowable": could if may_borrow is None else min(could, may_borrow),
+            "borrowing_limit_left": may_borrow,
+        },
+    )
+
+
+def _lender_blocked(qv: QueueView, q: Ledger, resource: str) -> Finding | None:
+    """Pending work within the queue's own unused quota that the cohort cannot give back,
+    because others borrowed it."""
+    pending, own = q.pending[resource], q.idle(resource)
+    if q.cohort is None or own <= EPSILON:
+        return None
+    free = qv.cohort_free(q, resource)
+    blocked = min(pending, own) - free
+    borrowers = {
+        m.key: m.borrowed[resource]
+        for m in qv.cohort(q)
+        if m.key != q.key and resource in m.borrowed
+    }
+    if blocked <= EPSILON or not borrowers:
+        return None
+    return (
+        SignalKind.QUOTA_LENDER_BLOCKED,
+        Scope.QUEUE,
+        q.key,
+        f"{q.key} has {pending:g} {resource} pending within its own unused quota ({own:g}), "
+        f"lent to {', '.join(sorted(borrowers))} in cohort {q.cohort}",
+        {
+            "resource": resource,
+            "cohort": q.cohort,
+            **q.evidence(),
+            "cohort_free": free,
+            "blocked": blocked,
+            "borrowers": borrowers,
+        },
+    )
+
+
+def _namespace_findings(qv: QueueView) -> list[Finding]:
+    out: list[Finding] = []
+    for namespace, quotas in sorted(qv.quotas.items()):
+        exhausted = {
+            q.key: sorted(
+                r
+                for r, hard in q.limit.items()
+                if q.pending.get(r, 0.0) > EPSILON and q.used.get(r, 0.0) >= hard - EPSILON
+            )
+            for q in quotas
+        }
+        exhausted = {k: rs for k, rs in exhausted.items() if rs}
+        if not exhausted:
+            continue
+        first = next(q for q in quotas if q.key in exhausted)
+        resource = exhausted[first.key][0]
+        out.append(
+            (
+                SignalKind.QUOTA_EXHAUSTED,
+                Scope.NAMESPACE,
+                namespace,
+                f"namespace {namespace}: {first.key} has all {first.limit[resource]:g} "
+                f"{resource} in use while {first.pending[resource]:g} more wait",
+                {
+                    "quotas": {q.key: q.evidence() for q in quotas if q.key in exhausted},
+                    "exhausted": exhausted,
+                },
+            )
+        )
+    return out

@@ -1,0 +1,316 @@
+"""Real-shaped quota and queue objects (Kueue ClusterQueue, LocalQueue, Workload; Volcano Queue,
+PodGroup; ResourceQuota) as the watchers map them, the pods and nodes around them, and the
+quota scenarios as steps: shared by the queue view's tests and the Kafka worker's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.kube.nodes import node_from_kube
+from connectors.kube.pods import pod_from_kube
+from connectors.kube.queues import (
+    pod_group_from_dict,
+    quota_from_kube,
+    volcano_queue_from_dict,
+)
+from models import Envelope, NodeEvent, PodEvent, QueueEvent, QueueObject
+from tests.kube_fake.objects import T0, node, pod, quota
+
+__all__ = [
+    "VQ_PROD",
+    "Step",
+    "borrower_steps",
+    "cluster_queue",
+    "exhausted_steps",
+    "gpu_node",
+    "gpu_pod",
+    "local_queue",
+    "queued",
+    "workload",
+]
+
+GROUP = "scheduling.k8s.io/group-name"
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+VQ_PROD = "VolcanoQueue:prod"
+
+# --- real-shaped objects ---------------------------------------------------------------------
+
+
+def cluster_queue(
+    name: str, *, cohort: str, nominal: int, used: int, borrowing: int | None = None
+) -> dict[str, Any]:
+    gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": nominal}
+    if borrowing is not None:
+        gpu["borrowingLimit"] = borrowing
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "uid": f"cq-{name}"},
+        "spec": {
+            "cohort": cohort,
+            "namespaceSelector": {},
+            "queueingStrategy": "BestEffortFIFO",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "h100",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "512"},
+                                {"name": "memory", "nominalQuota": "4Ti"},
+                                gpu,
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+        "status": {
+            "pendingWorkloads": 0,
+            "admittedWorkloads": 1 if used else 0,
+            "flavorsUsage": [
+                {
+                    "name": "h100",
+                    "resources": [
+                        {"name": "cpu", "total": "0"},
+                        {"name": "nvidia.com/gpu", "total": str(used), "borrowed": "0"},
+                    ],
+                }
+            ],
+            "conditions": [{"type": "Active", "status": "True", "reason": "Ready"}],
+        },
+    }
+
+
+def local_queue(name: str, namespace: str, *, cluster_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterQueue": cluster_queue},
+        "status": {"pendingWorkloads": 0, "admittedWorkloads": 0},
+    }
+
+
+def workload(name: str, namespace: str, *, queue: str, gpus: int, admitted: bool) -> dict[str, Any]:
+    conditions = [
+        {"type": "QuotaReserved", "status": "True" if admitted else "False", "reason": "Pending"},
+        {"type": "Admitted", "status": "True" if admitted else "False"},
+    ]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "trainer",
+                                    "resources": {
+                                        "requests": {"cpu": "8", "nvidia.com/gpu": str(gpus)}
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+def volcano_queue(name: str, *, deserved: int, capability: int, allocated: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {
+            "weight": 1,
+            "reclaimable": True,
+            "guarantee": {"resource": {"nvidia.com/gpu": "2"}},
+            "deserved": {"nvidia.com/gpu": str(deserved), "cpu": "64"},
+            "capability": {"nvidia.com/gpu": str(capability), "cpu": "256"},
+        },
+        "status": {
+            "state": "Open",
+            "pending": 0,
+            "running": 1,
+            "allocated": {"nvidia.com/gpu": str(allocated), "cpu": "16"},
+        },
+    }
+
+
+def pod_group(name: str, namespace: str, *, queue: str, members: int, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "minMember": members,
+            "queue": queue,
+            "minResources": {"nvidia.com/gpu": str(members * gpus), "cpu": str(8 * members)},
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": f"{members}/{members} tasks in gang unschedulable: pod group is "
+                    "not ready, 2 Pending, 2 minAvailable; queue resource quota insufficient",
+                }
+            ],
+        },
+    }
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+def queued(obj: QueueObject | None, *, delete: QueueObject | None = None) -> Envelope:
+    target = obj if obj is not None else delete
+    assert target is not None
+    change = "upsert" if obj is not None else "delete"
+    return Envelope.wrap(QueueEvent(change=change, queue=target), event_time=T0, source="kube")
+
+
+def gpu_node(name: str) -> Envelope:
+    n = node_from_kube(node(name, gpus=8), pool_label=None, now=T0)
+    return Envelope.wrap(NodeEvent(change="upsert", node=n), event_time=T0, source="kube")
+
+
+def gpu_pod(
+    name: str,
+    namespace: str,
+    *,
+    gpus: int,
+    on: str | None = None,
+    queue: str | None = None,
+    gang: tuple[str, int] | None = None,
+    delete: bool = False,
+) -> Envelope:
+    notes = {}
+    if queue is not None:
+        notes[VOLCANO_QUEUE] = queue
+    if gang is not None:
+        notes[GROUP] = gang[0]
+    raw = pod(
+        name,
+        namespace,
+        gpus=gpus,
+        node=on,
+        phase="Running" if on else "Pending",
+        annotations=notes or None,
+        scheduler_name="volcano" if queue else None,
+    )
+    size = None if gang is None else gang[1]
+    p = pod_from_kube(raw, gangs=lambda ns, g: size, now=T0)
+    change = "delete" if delete else "upsert"
+    return Envelope.wrap(PodEvent(change=change, pod=p), event_time=T0, source="kube")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    events: list[Envelope]
+    opens: set[tuple[str, str]] = field(default_factory=set)
+    resolves: set[tuple[str, str]] = field(default_factory=set)
+
+
+def borrower_steps() -> list[Step]:
+    """Volcano: research borrows 6 of prod's deserved GPUs while prod's gang waits."""
+    research = [
+        gpu_pod(f"research-{i}", "research", gpus=2, on=f"gpu-{i % 3}", queue="research")
+        for i in range(7)
+    ]
+    gang = [
+        gpu_pod(f"prod-w{i}", "prod", gpus=2, queue="prod", gang=("llm-serve", 2)) for i in range(2)
+    ]
+    return [
+        Step([gpu_node(f"gpu-{i}") for i in range(3)]),
+        Step(
+            [
+                queued(
+                    volcano_queue_from_dict(
+                        volcano_queue("research", deserved=8, capability=16, allocated=14)
+                    )
+                ),
+                queued(
+                    volcano_queue_from_dict(
+                        volcano_queue("prod", deserved=8, capability=8, allocated=2)
+                    )
+                ),
+                *research,
+                gpu_pod("prod-api", "prod", gpus=2, on="gpu-2", queue="prod"),
+            ]
+        ),
+        # prod wants 4 of its 6 unused GPUs back, but research borrows 6 of them
+        Step(
+            [
+                queued(
+                    pod_group_from_dict(
+                        pod_group("llm-serve", "prod", queue="prod", members=2, gpus=2)
+                    )
+                ),
+                *gang,
+            ],
+            opens={("quota_lender_blocked", VQ_PROD)},
+        ),
+        # research finishes three pods: 6 GPUs free in the cohort, enough for prod's gang
+        Step(
+            [
+                *(
+                    gpu_pod(
+                        f"research-{i}",
+                        "research",
+                        gpus=2,
+                        on=f"gpu-{i % 3}",
+                        queue="research",
+                        delete=True,
+                    )
+                    for i in range(3)
+                ),
+                queued(
+                    volcano_queue_from_dict(
+                        volcano_queue("research", deserved=8, capability=16, allocated=8)
+                    )
+                ),
+            ],
+            resolves={("quota_lender_blocked", VQ_PROD)},
+        ),
+    ]
+
+
+def exhausted_steps() -> list[Step]:
+    """Namespace nlp uses all 8 GPUs of its ResourceQuota while a pod asks for 2 more."""
+    hard = {"requests.nvidia.com/gpu": "8", "requests.cpu": "256", "pods": "50"}
+    full = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "8"}))
+    freed = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "4"}))
+    return [
+        Step(
+            [
+                gpu_node("gpu-1"),
+                gpu_node("gpu-2"),
+                gpu_pod("train-0", "nlp", gpus=4, on="gpu-1"),
+                gpu_pod("train-1", "nlp", gpus=4, on="gpu-2"),
+                queued(full),
+            ]
+        ),
+        Step(
+            [gpu_pod("finetune", "nlp", gpus=2), gpu_pod("notebook", "lab", gpus=1)],
+            opens={("quota_exhausted", "nlp")},
+        ),
+        Step(
+            [gpu_pod("train-1", "nlp", gpus=4, on="gpu-2", delete=True), queued(freed)],
+            resolves={("quota_exhausted", "nlp")},
+        ),
+    ]

@@ -1,0 +1,208 @@
+"""The queue view and the quota detector, as scenario tables: real-shaped Kueue ClusterQueues,
+LocalQueues and Workloads, Volcano Queues and PodGroups, and ResourceQuotas, mapped by the
+watchers' own code (``connectors/kube/queues.py``), with pods and nodes mapped the same way,
+through the profile join into the cluster operator one event-time instant at a time. Each
+step lists the signals it opens and resolves; a restart from the snapshot after any step gives
+the same signals afterwards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from connectors.clickhouse.rows import explanation_row
+from connectors.kube.queues import (
+    cluster_queue_from_dict,
+    local_queue_from_dict,
+    workload_from_dict,
+)
+from models import DetectorSettings, Envelope, Signal
+from models.analysis import BlockReason
+from models.settings import UnplaceablePendingSettings
+from streams.detectors.cluster import ClusterAnalysis
+from streams.instants import Instants
+from streams.operator import StateChanges
+from streams.profiles.operators import ProfileJoin, ordered_deltas
+from tests.kube_fake.objects import T0
+from tests.streams.quota_scenarios import (
+    Step,
+    borrower_steps,
+    cluster_queue,
+    exhausted_steps,
+    gpu_node,
+    gpu_pod,
+    local_queue,
+    queued,
+    workload,
+)
+
+SETTINGS = DetectorSettings(unplaceable_pending=UnplaceablePendingSettings(evaluate_every_s=0))
+
+# --- the table runner ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Run:
+    """The join and the cluster operator in a plain loop, one instant per step, the cluster
+    operator's snapshot entries kept as a Faust table would keep them."""
+
+    join: ProfileJoin = field(default_factory=ProfileJoin)
+    analysis: ClusterAnalysis = field(default_factory=lambda: _analysis({}))
+    instants: Instants[Any, Signal] = field(init=False)
+    table: dict[str, bytes] = field(default_factory=dict)
+    seq: int = 0
+
+    def __post_init__(self) -> None:
+        self.instants = Instants(self.analysis)
+
+    def step(self, at: datetime, events: list[Envelope]) -> list[Signal]:
+        for env in events:
+            env = env.model_copy(update={"event_time": at, "seq": self.seq})
+            self.seq += 1
+            for key, u in ordered_deltas(env, self.join.apply(env)):
+                self.instants.add(key, u)
+        out = [o for o in self.instants.release(at) if isinstance(o, Signal)]
+        _keep(self.table, self.analysis.snapshot())
+        return out
+
+    def restart(self) -> None:
+        """A new cluster operator from the table, as a restarted worker rebuilds its view."""
+        watermark = self.instants.watermark
+        self.analysis = _analysis(self.table)
+        self.instants = Instants(self.analysis)
+        self.instants.watermark = watermark
+
+
+def _analysis(entries: dict[str, bytes]) -> ClusterAnalysis:
+    a = ClusterAnalysis(detectors=SETTINGS)
+    a.restore(entries)  # from here on it records its changes, as the worker's does
+    return a
+
+
+def _keep(table: dict[str, bytes], changes: StateChanges) -> None:
+    for k, v in changes.items():
+        if v is None:
+            table.pop(k, None)
+        else:
+            table[k] = v
+
+
+def play(steps: list[Step], *, restart_after: int | None = None) -> list[list[Signal]]:
+    run = Run()
+    out = []
+    for n, s in enumerate(steps):
+        out.append(run.step(T0 + timedelta(seconds=10 * n), s.events))
+        if n == restart_after:
+            run.restart()
+    return out
+
+
+def check(steps: list[Step]) -> list[list[Signal]]:
+    got = play(steps)
+    for n, (s, signals) in enumerate(zip(steps, got, strict=True)):
+        opened = {(x.kind.value, x.scope_id) for x in signals if x.state == "open"}
+        resolved = {(x.kind.value, x.scope_id) for x in signals if x.state == "resolved"}
+        assert (opened, resolved) == (s.opens, s.resolves), f"step {n}"
+    for k in range(len(steps) - 1):
+        assert play(steps, restart_after=k)[k + 1 :] == got[k + 1 :], f"restart after {k}"
+    return got
+
+
+# --- scenarios -------------------------------------------------------------------------------
+
+CQ_A = "ClusterQueue:team-a"
+CQ_B = "ClusterQueue:team-b"
+
+
+def test_a_queue_with_pending_work_and_an_idle_lender_in_its_cohort() -> None:
+    lender = cluster_queue_from_dict(cluster_queue("team-a", cohort="research", nominal=16, used=0))
+    full = cluster_queue("team-b", cohort="research", nominal=8, used=8, borrowing=4)
+    lq = local_queue_from_dict(local_queue("vision", "vision", cluster_queue="team-b"))
+    waiting = workload("job-sweep-7-3f2a1", "vision", queue="vision", gpus=6, admitted=False)
+    admitted = workload("job-sweep-7-3f2a1", "vision", queue="vision", gpus=6, admitted=True)
+    steps = [
+        Step([gpu_node("gpu-1"), gpu_node("gpu-2"), queued(lender), queued(lq)]),
+        # team-b is at its quota and its Workload waits: team-a's 16 GPUs sit idle
+        Step(
+            [queued(cluster_queue_from_dict(full)), queued(workload_from_dict(waiting))],
+            opens={("quota_borrowable", CQ_B)},
+        ),
+        # nothing about the queues changes: the signal stays, nothing new
+        Step([gpu_pod("other", "misc", gpus=1, on="gpu-2")]),
+        # Kueue admits it by borrowing 6: nothing waits any more
+        Step(
+            [
+                queued(workload_from_dict(admitted)),
+                queued(
+                    cluster_queue_from_dict(
+                        cluster_queue("team-b", cohort="research", nominal=8, used=14, borrowing=8)
+                    )
+                ),
+            ],
+            resolves={("quota_borrowable", CQ_B)},
+        ),
+    ]
+    got = check(steps)
+    opened = got[1][0]
+    assert opened.evidence["lenders"] == {CQ_A: 16.0}
+    assert opened.evidence["pending"] == {"nvidia.com/gpu": 6.0}
+    assert opened.evidence["borrowing_limit_left"] == 4.0  # its limit allows 4 of the 6
+    assert opened.evidence["borrowable"] == 4.0
+
+
+def test_a_borrower_blocks_a_lenders_pending_work() -> None:
+    got = check(borrower_steps())
+    opened = got[2][0]
+    assert opened.evidence["borrowers"] == {"VolcanoQueue:research": 6.0}
+    assert opened.evidence["blocked"] == 4.0
+    assert opened.evidence["pending"] == {"nvidia.com/gpu": 4.0}
+
+
+def test_an_exhausted_resource_quota_blocks_gpu_pods_and_says_so_in_explanations() -> None:
+    steps = exhausted_steps()
+    check(steps)
+    run = Run()
+    for n, s in enumerate(steps[:2]):
+        run.step(T0 + timedelta(seconds=10 * n), s.events)
+    exp = run.analysis.explanations
+    blocked = exp["nlp/finetune"]
+    assert blocked.quota == ("ResourceQuota:nlp/gpu",)
+    assert blocked.blocking[0] == (BlockReason.QUOTA, 2)  # on both nodes, which have room
+    assert blocked.fits_some_node and not blocked.unplaceable
+    assert not exp["lab/notebook"].quota  # no quota in its namespace
+    task = run.analysis.view.tasks["nlp/finetune"]
+    row = explanation_row("run-1", "nlp/finetune", blocked, task, T0)
+    reasons = row["reasons"]
+    assert isinstance(reasons, dict) and reasons["quota"] == 2  # the Map column as it is
+    run.step(T0 + timedelta(seconds=20), steps[2].events)
+    assert not run.analysis.explanations["nlp/finetune"].quota
+
+
+def test_a_queue_object_removed_takes_its_signal_with_it() -> None:
+    lender = cluster_queue_from_dict(cluster_queue("team-a", cohort="research", nominal=16, used=0))
+    full = cluster_queue_from_dict(cluster_queue("team-b", cohort="research", nominal=8, used=8))
+    lq = local_queue_from_dict(local_queue("vision", "vision", cluster_queue="team-b"))
+    waiting = workload_from_dict(
+        workload("job-a-1", "vision", queue="vision", gpus=2, admitted=False)
+    )
+    check(
+        [
+            Step(
+                [queued(lender), queued(full), queued(lq), queued(waiting)],
+                opens={("quota_borrowable", CQ_B)},
+            ),
+            Step([queued(None, delete=lender)], resolves={("quota_borrowable", CQ_B)}),
+        ]
+    )
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_detector_has_its_switch(enabled: bool) -> None:
+    settings = SETTINGS.model_copy(
+        update={"quota": SETTINGS.quota.model_copy(update={"enabled": enabled})}
+    )
+    a = ClusterAnalysis(detectors=settings)
+    assert any(d.name == "quota" for d in a.detectors) is enabled
