@@ -8,19 +8,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka.errors import CommitFailedError
+from prometheus_client import CollectorRegistry
 
-from connectors.alerts import AlertDispatcher
+from connectors.alerts import AlertDispatcher, sinks_from
 from connectors.alerts.dispatcher import DeadLetterWriter
 from models import Signal, from_json
 from models.refusal import Refusal
+from models.settings import AlertSettings
 
-__all__ = ["AlertFeed"]
+__all__ = ["NO_SINK", "AlertFeed", "alerts_beside"]
 
 log = logging.getLogger(__name__)
+
+NO_SINK = (
+    "no alert sink: set GPUFRAG_ALERTS__ALERTMANAGER_URL, GPUFRAG_ALERTS__SLACK_WEBHOOK_URL "
+    "or GPUFRAG_ALERTS__WEBHOOK_URL"
+)
 
 
 class AlertFeed:
@@ -84,3 +92,26 @@ class AlertFeed:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         return settled.done() and not settled.cancelled()
+
+
+@contextlib.asynccontextmanager
+async def alerts_beside(
+    settings: AlertSettings | None,
+    *,
+    dead_letter: DeadLetterWriter,
+    registry: CollectorRegistry,
+) -> AsyncIterator[AlertDispatcher | None]:
+    """The embedded runner's alerts: a dispatcher running while the block runs (None without
+    ``settings``), stopped before the block's store closes, so what a sink has not taken by
+    then is dead-lettered into that store."""
+    if settings is None:
+        yield None
+        return
+    dispatcher = AlertDispatcher(
+        sinks_from(settings), settings=settings, dead_letter=dead_letter, registry=registry
+    )
+    await dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await dispatcher.stop(drain_s=settings.timeout_s)

@@ -18,16 +18,11 @@ from connectors.kafka.dead_letters import DeadLetterProducer
 from models import GpufragSettings
 from models.refusal import Refusal
 from models.settings import AlertSettings
-from streams.app.alert_feed import AlertFeed
+from streams.app.alert_feed import NO_SINK, AlertFeed
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.options import BootstrapOption, PrefixOption
 from streams.distributed import topics
-
-NO_SINK = (
-    "no alert sink: set GPUFRAG_ALERTS__ALERTMANAGER_URL, GPUFRAG_ALERTS__SLACK_WEBHOOK_URL "
-    "or GPUFRAG_ALERTS__WEBHOOK_URL"
-)
 
 
 def alert(
