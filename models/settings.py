@@ -25,6 +25,7 @@ from models.bounds import TIME_MAX, TIME_MIN
 
 __all__ = [
     "ActuatorSettings",
+    "AlertSettings",
     "AnalysisSettings",
     "DcgmSettings",
     "DetectorSettings",
@@ -140,8 +141,7 @@ class IdleGpuSettings(_Group):
     """An allocated card whose peak activity stays below this is idle, whatever memory it
     holds (a notebook parked on a loaded model)."""
     sample_gap_s: Annotated[float, Field(gt=0)] = 300.0
-    """Readings further apart than this end the quiet run: a gap is not idleness (the sampler
-    may have been down while the card worked). Ten scrapes at dcgm-exporter's 30 s."""
+    """Readings further apart end the quiet run (a gap is not idleness): 10 scrapes at 30 s."""
 
 
 class QuotaSettings(_Group):
@@ -448,6 +448,39 @@ class ActuatorSettings(_Group):
         return self
 
 
+class AlertSettings(_Group):
+    """Where signals go as alerts (`gpufrag alert`, `gpufrag watch --alerts`). Every sink is off
+    until its URL is set."""
+
+    alertmanager_url: str | None = None
+    """Alertmanager's base URL, e.g. ``http://alertmanager:9093``; alerts are posted to its
+    ``/api/v2/alerts``."""
+    slack_webhook_url: str | None = None
+    """A Slack incoming webhook (``https://hooks.slack.com/services/...``). It is a secret, so
+    logs and dead letters name the sink, never the URL."""
+    webhook_url: str | None = None
+    """Any HTTP endpoint that takes a JSON POST of the alerts (``{"alerts": [...]}``)."""
+    cluster: Annotated[str, Field(min_length=1)] = "default"
+    """The ``cluster`` label of every alert: one Alertmanager often serves several clusters."""
+    runbook_base_url: str | None = None
+    """Each alert's ``runbook_url`` annotation is this plus ``/<signal kind>``; unset: none."""
+    resend_interval_s: Annotated[float, Field(gt=0)] = 60.0
+    """Open alerts are posted to Alertmanager again this often, with ``endsAt`` 4 intervals
+    ahead (Prometheus' own rule: its default resend delay is 1 min), so an open signal never
+    times out there and an Alertmanager that restarted (it keeps alerts in memory only) has
+    them back within one interval. Slack and the webhook get each change once."""
+    timeout_s: Annotated[float, Field(gt=0)] = 10.0
+    """Limit for one POST; a slower answer counts as a failure and is retried."""
+    retry_initial_s: Annotated[float, Field(gt=0)] = 1.0
+    """First wait after a failed POST; doubles up to retry_max_s, with jitter."""
+    retry_max_s: Annotated[float, Field(gt=0)] = 30.0
+    give_up_after_s: Annotated[float, Field(gt=0)] = 300.0
+    """An alert a sink has not accepted after this long is kept as a dead letter (with the
+    last error) and the sink goes on with newer ones: 5 min outlasts an Alertmanager restart
+    or a rolling update (under a minute), and bounds how long `gpufrag alert` holds its Kafka
+    offsets. An open alert is still re-sent to Alertmanager once it is back."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -464,3 +497,4 @@ class GpufragSettings(BaseSettings):
     watch: WatchSettings = WatchSettings()
     guardrails: GuardrailSettings = GuardrailSettings()
     actuator: ActuatorSettings = ActuatorSettings()
+    alerts: AlertSettings = AlertSettings()

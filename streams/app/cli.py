@@ -25,6 +25,7 @@ COMMANDS = {
     "publish": "publish",
     "worker": "worker",
     "sink": "sink",
+    "alert": "alert",
     "watch": "watch",
     "frag": "frag",
     "experiment": "experiment",

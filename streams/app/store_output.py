@@ -32,7 +32,7 @@ class StoreOutput:
         *,
         run_id: str,
         track_arrivals: bool,
-        on_signal: Callable[[Signal], None] | None = None,
+        on_signal: Callable[[Signal], object] | None = None,
     ) -> None:
         """``on_signal`` sees every signal as it is stored (replay matches injected storms)."""
         self.sink = sink

@@ -20,7 +20,9 @@ from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 
+from connectors.alerts import sinks_from
 from models import GpufragSettings, StoreSettings
+from streams.app.alert_feed import NO_SINK
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import store_settings
@@ -80,6 +82,14 @@ def watch(
             "default GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
         ),
     ] = None,
+    alerts: Annotated[
+        bool,
+        typer.Option(
+            "--alerts/--no-alerts",
+            help="--bus embedded: send signals to the alert sinks (GPUFRAG_ALERTS__*) as they "
+            "are emitted; with --bus kafka, run `gpufrag alert` instead.",
+        ),
+    ] = False,
     metrics_port: Annotated[
         int | None,
         typer.Option(min=1, max=65535, help="Serve Prometheus metrics on this port."),
@@ -112,6 +122,13 @@ def watch(
     kind = bus or BusKind(settings.watch.bus)
     if kind is BusKind.KAFKA and store is not None:
         raise typer.BadParameter("--store is for --bus embedded", param_hint="--store")
+    if alerts and kind is BusKind.KAFKA:
+        raise typer.BadParameter(
+            "--alerts is for --bus embedded; `gpufrag alert` sends the workers' signals",
+            param_hint="--alerts",
+        )
+    if alerts and not sinks_from(settings.alerts):
+        raise typer.BadParameter(f"{NO_SINK}", param_hint="--alerts")
     # the sources' libraries (kubernetes-asyncio, grpc) load when watch runs, not with every
     # other command
     from kubernetes_asyncio.config import ConfigException
@@ -142,6 +159,7 @@ def watch(
                     store=store_settings(store) if kind is BusKind.EMBEDDED else None,
                     registry=registry,
                     duration_s=duration_s,
+                    alerts=alerts,
                 )
             )
         except ConfigException as exc:
@@ -167,6 +185,7 @@ async def _watch(
     store: StoreSettings | None,
     registry: CollectorRegistry,
     duration_s: float | None,
+    alerts: bool,
 ) -> int:
     from connectors.live_stage import LiveMetrics
     from connectors.refusals import RefusalLog
@@ -193,6 +212,7 @@ async def _watch(
                 stop=stop,
                 duration_s=duration_s,
                 console=console,
+                alerts=settings.alerts if alerts else None,
             )
         console.print(
             f"watching {names} onto {kafka.bootstrap} (prefix {kafka.prefix!r})",

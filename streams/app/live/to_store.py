@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,8 @@ from connectors.live_stage import LiveMetrics
 from connectors.refusals import RefusalLog
 from models import GpufragSettings, StoreSettings
 from models.refusal import Refusal
+from models.settings import AlertSettings
+from streams.app.alert_feed import alerts_beside
 from streams.app.history import open_history
 from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, live_stage, run_live
@@ -41,33 +44,14 @@ async def watch_to_store(
     stop: asyncio.Event,
     duration_s: float | None,
     console: Console,
+    alerts: AlertSettings | None = None,
 ) -> int:
     """All sources through one live stage into the embedded pipeline (one stage: the merged
     stream must be in event-time order for the runner), stored as one run in the history."""
     history = await asyncio.to_thread(open_history, store)
-    started = datetime.now(UTC)
-    run_id = f"watch-{started:%Y%m%dT%H%M%SZ}-{socket.gethostname()}"
-    names = [s.name for s in sources]
-    ws = settings.watch
-    params: dict[str, object] = {
-        "sources": names,
-        "allowed_delay_s": ws.allowed_delay_s,
-        "progress_interval_s": ws.progress_interval_s,
-    }
-
-    def row(status: str, summary: dict[str, object]) -> dict[str, object]:
-        return run_row(
-            run_id,
-            status=status,
-            started=started,
-            source="watch:" + ",".join(names),
-            mode="live",
-            policy="",
-            seed=0,
-            params=params,
-            summary=summary,
-        )
-
+    record = _WatchRun.begin([s.name for s in sources], settings)
+    run_id = record.run_id
+    row = record.row
     await asyncio.to_thread(history.insert, "runs", [row("running", {})])
     sink = ClickHouseSink(lambda: open_store(store), store, registry=registry)
     await sink.start()
@@ -90,9 +74,16 @@ async def watch_to_store(
     interrupts = StoreInterrupts(stop=stop.set, sink=sink, console=console)
     interrupts.install()
     wall0 = time.monotonic()
+    alert_counts: dict[str, int] | None = None
     failure: BaseException | None = None
     try:
-        async with pump.running(dead_letters_into(sink)):
+        async with (
+            pump.running(dead_letters_into(sink)),
+            alerts_beside(alerts, dead_letter=dead_letter_into(sink), registry=registry) as sent,
+        ):
+            if sent is not None:
+                output.on_signal = sent.submit  # each signal to the sinks as it is stored
+                alert_counts = sent.counts
             await together(runner.run(), live())
     except Exception as exc:  # recorded on the run, then reported
         failure = exc
@@ -108,6 +99,8 @@ async def watch_to_store(
         "refused_inputs": refusals.total(),
         "elapsed_s": round(time.monotonic() - wall0, 2),
     }
+    if alert_counts is not None:
+        summary["alerts"] = alert_counts
     if failure is not None:
         summary["error"] = f"{type(failure).__name__}: {failure}"
     status = "failed" if failure is not None else "finished"
@@ -118,9 +111,53 @@ async def watch_to_store(
     typer.echo(
         f"run {run_id} ({status}): {runner.processed} events stored into {store.dsn} "
         f"({stage.late} late, {runner.failures} failed, {refusals.total()} refused inputs, "
-        f"{pump.kept} kept in dead_letter)"
+        f"{pump.kept} kept in dead_letter"
+        + ("" if alert_counts is None else f", {alert_counts['signals']} alerts")
+        + ")"
     )
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchRun:
+    """The watch session's row in ``runs``, written when it starts and when it ends."""
+
+    run_id: str
+    started: datetime
+    names: list[str]
+    params: dict[str, object]
+
+    @classmethod
+    def begin(cls, names: list[str], settings: GpufragSettings) -> _WatchRun:
+        started = datetime.now(UTC)
+        ws = settings.watch
+        params: dict[str, object] = {
+            "sources": names,
+            "allowed_delay_s": ws.allowed_delay_s,
+            "progress_interval_s": ws.progress_interval_s,
+        }
+        run_id = f"watch-{started:%Y%m%dT%H%M%SZ}-{socket.gethostname()}"
+        return cls(run_id, started, names, params)
+
+    def row(self, status: str, summary: dict[str, object]) -> dict[str, object]:
+        return run_row(
+            self.run_id,
+            status=status,
+            started=self.started,
+            source="watch:" + ",".join(self.names),
+            mode="live",
+            policy="",
+            seed=0,
+            params=self.params,
+            summary=summary,
+        )
+
+
+def dead_letter_into(sink: ClickHouseSink) -> Callable[[Refusal], Awaitable[None]]:
+    async def keep(refusal: Refusal) -> None:
+        await sink.write("dead_letter", [refusal_row(refusal)])
+
+    return keep
 
 
 def dead_letters_into(sink: ClickHouseSink) -> Callable[[list[Refusal]], Awaitable[None]]:

@@ -1,0 +1,161 @@
+"""Signals in, alerts out to every configured sink: deduplicated, retried, and kept as dead
+letters when a sink will not take them.
+
+Each sink has its own lane (what it still has to accept, and for Alertmanager what is open), so
+one sink being down delays no other. A lane holds the latest state per fingerprint only: a
+resolution that comes while the open is still unsent replaces it, and the receiver sees the
+news, not every step. Nothing is dropped without a trace: an alert leaves a lane when the sink
+accepted it or when its dead letter is written; a dead letter that cannot be written keeps the
+alert in the lane and both are tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+
+import aiohttp
+import orjson
+from prometheus_client import CollectorRegistry
+
+from connectors.alerts.alert import Alert, alert_of
+from connectors.alerts.lane import Lane, LaneClock
+from connectors.alerts.metrics import AlertMetrics
+from connectors.alerts.sinks import AlertSink
+from connectors.alerts.transport import post_json
+from models import Signal
+from models.refusal import Refusal
+from models.settings import AlertSettings
+
+__all__ = ["AlertDispatcher", "DeadLetterWriter"]
+
+log = logging.getLogger(__name__)
+
+DeadLetterWriter = Callable[[Refusal], Awaitable[None]]
+"""Keeps one dead letter (the store's ``dead_letter`` table, or the dead-letter topic); raises
+if it could not, so the alert stays queued."""
+
+RECENT_FINGERPRINTS = 100_000
+"""Latest states remembered to drop repeats: a restarted worker or a re-read Kafka partition
+sends signals again; 100,000 is hours of a busy cluster's signals in a few tens of MB."""
+
+
+class AlertDispatcher:
+    def __init__(
+        self,
+        sinks: Sequence[AlertSink],
+        *,
+        settings: AlertSettings,
+        dead_letter: DeadLetterWriter,
+        registry: CollectorRegistry | None = None,
+        rng: random.Random | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        if not sinks:
+            raise ValueError("no alert sink configured")
+        self.settings = settings
+        self.metrics = AlertMetrics(registry)
+        self._dead_letter = dead_letter
+        self._latest: OrderedDict[str, Alert] = OrderedDict()
+        self._session: aiohttp.ClientSession | None = None
+        clock = LaneClock(monotonic=monotonic, wall=wall)
+        rng = rng or random.Random()
+        self.lanes = [
+            Lane(
+                sink,
+                settings=settings,
+                post=self._post,
+                dead_letter=self._keep,
+                metrics=self.metrics,
+                clock=clock,
+                rng=rng,
+            )
+            for sink in sinks
+        ]
+        self._tasks: list[asyncio.Task[None]] = []
+        self.counts = {"signals": 0, "repeats": 0, "superseded": 0}
+
+    async def start(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
+        self._session = aiohttp.ClientSession(timeout=timeout)
+        self._tasks = [
+            asyncio.create_task(lane.run(), name=f"alerts to {lane.sink.name}")
+            for lane in self.lanes
+        ]
+
+    def submit(self, signal: Signal) -> bool:
+        """Queue a signal for every sink; False when it is no news (a repeat, or an open that
+        a resolution already superseded). Never blocks, never raises for a valid signal."""
+        alert = alert_of(signal, self.settings)
+        fp = alert.fingerprint
+        prev = self._latest.get(fp)
+        if prev == alert:
+            self.counts["repeats"] += 1
+            self.metrics.repeats.inc()
+            return False
+        if (
+            prev is not None
+            and prev.resolved
+            and not alert.resolved
+            and alert.starts_at <= prev.starts_at
+        ):
+            # the open of an episode already resolved, come late (a redelivered record): the
+            # resolution stands; a reopening has a later start
+            self.counts["superseded"] += 1
+            return False
+        self.counts["signals"] += 1
+        self._latest[fp] = alert
+        self._latest.move_to_end(fp)
+        if len(self._latest) > RECENT_FINGERPRINTS:
+            self._latest.popitem(last=False)
+        for lane in self.lanes:
+            lane.put(alert)
+        return True
+
+    @property
+    def pending(self) -> int:
+        return sum(len(lane.pending) for lane in self.lanes)
+
+    async def settled(self) -> None:
+        """Returns once every sink has accepted or dead-lettered all it was given."""
+        while not all(lane.idle.is_set() for lane in self.lanes):
+            for lane in self.lanes:
+                await lane.idle.wait()
+
+    async def stop(self, *, drain_s: float) -> None:
+        """Give the sinks up to ``drain_s`` to take what is queued, then dead-letter the rest
+        (reason ``shutdown``): a stopped process must not take alerts with it unrecorded."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.settled(), drain_s)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        for lane in self.lanes:
+            await lane.give_up_all("shutdown", "gpufrag stopped before the sink accepted it")
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _post(self, url: str, body: bytes) -> None:
+        if self._session is None:
+            raise RuntimeError("AlertDispatcher.start() was not called")
+        await post_json(self._session, url, body)
+
+    async def _keep(self, sink: str, alert: Alert, reason: str, detail: str, at: datetime) -> None:
+        await self._dead_letter(
+            Refusal(
+                source=f"alerts/{sink}",
+                reason=reason,
+                detail=detail,
+                raw=Refusal.cut(orjson.dumps(alert.as_json()).decode()),
+                at=at,
+            )
+        )

@@ -1,0 +1,117 @@
+"""The signals topic into the alert sinks, at least once: a batch's offsets are committed only
+after every sink accepted its alerts or they were dead-lettered, so a crash or a rebalance reads
+them again, and the dispatcher's memory of the latest state per fingerprint drops the copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka.errors import CommitFailedError
+from prometheus_client import CollectorRegistry
+
+from connectors.alerts import AlertDispatcher, sinks_from
+from connectors.alerts.dispatcher import DeadLetterWriter
+from models import Signal, from_json
+from models.refusal import Refusal
+from models.settings import AlertSettings
+
+__all__ = ["NO_SINK", "AlertFeed", "alerts_beside"]
+
+log = logging.getLogger(__name__)
+
+NO_SINK = (
+    "no alert sink: set GPUFRAG_ALERTS__ALERTMANAGER_URL, GPUFRAG_ALERTS__SLACK_WEBHOOK_URL "
+    "or GPUFRAG_ALERTS__WEBHOOK_URL"
+)
+
+
+class AlertFeed:
+    def __init__(
+        self,
+        *,
+        consumer: Any,
+        dispatcher: AlertDispatcher,
+        dead_letter: DeadLetterWriter,
+    ) -> None:
+        """``consumer``: a started aiokafka consumer on the signals topic, auto-commit off."""
+        self.consumer = consumer
+        self.dispatcher = dispatcher
+        self.dead_letter = dead_letter
+        self.counts = {"records": 0, "unreadable": 0}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batch = await self.consumer.getmany(timeout_ms=500, max_records=1000)
+            if not batch:
+                continue
+            for tp, records in batch.items():
+                for r in records:
+                    await self._take(tp.topic, tp.partition, r.offset, r.value)
+            if not await self._settled_unless(stop):
+                return  # stopping: not committed, so read again by the next run
+            try:
+                await self.consumer.commit()
+            except CommitFailedError as exc:
+                # a rebalance: the records are read again, and their alerts are repeats
+                log.warning("offsets not committed (%s); records will be re-read", exc)
+
+    async def _take(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        self.counts["records"] += 1
+        raw = value or b""
+        try:
+            signal = from_json(Signal, raw)
+        except Exception as exc:  # kept with why, never dropped
+            self.counts["unreadable"] += 1
+            await self.dead_letter(
+                Refusal(
+                    source=f"kafka/{topic}",
+                    reason="unreadable_signal",
+                    detail=f"{topic}/{partition}@{offset}: " + " ".join(str(exc).split())[:500],
+                    raw=Refusal.cut(raw.decode("utf-8", errors="replace")),
+                    at=datetime.now(UTC),
+                )
+            )
+            return
+        self.dispatcher.submit(signal)
+
+    async def _settled_unless(self, stop: asyncio.Event) -> bool:
+        """True once the dispatcher settled; False if ``stop`` came first."""
+        settled = asyncio.create_task(self.dispatcher.settled())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait((settled, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (settled, stopping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        return settled.done() and not settled.cancelled()
+
+
+@contextlib.asynccontextmanager
+async def alerts_beside(
+    settings: AlertSettings | None,
+    *,
+    dead_letter: DeadLetterWriter,
+    registry: CollectorRegistry,
+) -> AsyncIterator[AlertDispatcher | None]:
+    """The embedded runner's alerts: a dispatcher running while the block runs (None without
+    ``settings``), stopped before the block's store closes, so what a sink has not taken by
+    then is dead-lettered into that store."""
+    if settings is None:
+        yield None
+        return
+    dispatcher = AlertDispatcher(
+        sinks_from(settings), settings=settings, dead_letter=dead_letter, registry=registry
+    )
+    await dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        await dispatcher.stop(drain_s=settings.timeout_s)

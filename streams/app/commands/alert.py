@@ -1,0 +1,121 @@
+"""`gpufrag alert`: the workers' signals from Kafka to Alertmanager, Slack and a webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Annotated
+
+import typer
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+from prometheus_client import CollectorRegistry, start_http_server
+
+from connectors.alerts import AlertDispatcher, AlertSink, sinks_from
+from connectors.kafka.dead_letters import DeadLetterProducer
+from models import GpufragSettings
+from models.refusal import Refusal
+from models.settings import AlertSettings
+from streams.app.alert_feed import NO_SINK, AlertFeed
+from streams.app.bus import Bus
+from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.options import BootstrapOption, PrefixOption
+from streams.distributed import topics
+
+
+def alert(
+    bootstrap: BootstrapOption = None,
+    prefix: PrefixOption = None,
+    group: Annotated[
+        str, typer.Option(help="Consumer group (after the prefix); alerters in one group share.")
+    ] = "gpufrag-alert",
+    metrics_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on this port.")
+    ] = None,
+    duration_s: Annotated[
+        float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
+    ] = None,
+    loglevel: Annotated[str, typer.Option(help="Log level (stderr).")] = "warning",
+) -> None:
+    """Send the workers' signals to the configured alert sinks (GPUFRAG_ALERTS__*).
+
+    Offsets are committed once every sink accepted a batch's alerts or they were kept as dead
+    letters on the dead-letter topic (where `gpufrag sink` stores them)."""
+    logging.basicConfig(
+        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = GpufragSettings().alerts
+    sinks = sinks_from(settings)
+    if not sinks:
+        typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    registry = CollectorRegistry()
+    if metrics_port is not None:
+        try:
+            start_http_server(metrics_port, addr="0.0.0.0", registry=registry)
+        except OSError as exc:
+            typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
+            raise typer.Exit(EXIT_USAGE) from None
+    bus = Bus.resolve(bootstrap, prefix)
+    with user_errors():
+        try:
+            feed = asyncio.run(_run(bus, settings, sinks, group, registry, duration_s))
+        except KafkaError as exc:
+            typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
+            raise typer.Exit(1) from None
+    d = feed.dispatcher
+    typer.echo(
+        f"{feed.counts['records']} signal records from {bus.bootstrap}: {d.counts['signals']} "
+        f"alerts to {', '.join(s.name for s in sinks)}, {d.counts['repeats']} repeats dropped, "
+        f"{feed.counts['unreadable']} unreadable (dead-lettered)"
+    )
+
+
+async def _run(
+    bus: Bus,
+    settings: AlertSettings,
+    sinks: list[AlertSink],
+    group: str,
+    registry: CollectorRegistry,
+    duration_s: float | None,
+) -> AlertFeed:
+    await bus.ensure_topics()
+    dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
+    await dead.start()
+
+    async def keep(refusal: Refusal) -> None:
+        await dead.send([refusal])
+
+    dispatcher = AlertDispatcher(sinks, settings=settings, dead_letter=keep, registry=registry)
+    consumer = AIOKafkaConsumer(
+        topics.SIGNALS.full_name(bus.prefix),
+        bootstrap_servers=bus.bootstrap,
+        group_id=f"{bus.prefix}{group}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        # a batch is held until its alerts are accepted or dead-lettered (give_up_after_s);
+        # the group must not count the member gone meanwhile (Kafka's default is 5 min)
+        max_poll_interval_ms=int((settings.give_up_after_s + 120) * 1000),
+    )
+    await consumer.start()
+    await dispatcher.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if duration_s is not None:
+        loop.call_later(duration_s, stop.set)
+    feed = AlertFeed(consumer=consumer, dispatcher=dispatcher, dead_letter=keep)
+    try:
+        await feed.run(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        with contextlib.suppress(Exception):  # offsets not committed: read again next time
+            await consumer.stop()
+        # what a sink has not taken by now is dead-lettered, not taken away unrecorded
+        await dispatcher.stop(drain_s=settings.timeout_s)
+        await dead.stop()
+    return feed
