@@ -100,14 +100,13 @@ class AlertDispatcher:
             self.counts["repeats"] += 1
             self.metrics.repeats.inc()
             return False
-        if (
-            prev is not None
-            and prev.resolved
-            and not alert.resolved
-            and alert.starts_at <= prev.starts_at
+        if prev is not None and (
+            (prev.resolved and not alert.resolved and alert.starts_at <= prev.starts_at)
+            or alert.starts_at < prev.starts_at
         ):
-            # the open of an episode already resolved, come late (a redelivered record): the
-            # resolution stands; a reopening has a later start
+            # a state of an earlier episode, come late (a redelivered record): the open of one
+            # already resolved, or anything of one before a reopening (an old resolution would
+            # end the live alert); a reopening has a later start
             self.counts["superseded"] += 1
             return False
         self.counts["signals"] += 1

@@ -142,14 +142,15 @@ class TaskJoin(_Clock):
             # already holds a later OOM kill would be placed before it (the Faust worker's
             # peaks come over Kafka, after events of later times), and the kill seen too early
             at = max(at, seen) if seen is not None else at
-        elif seen is None or at > seen:
-            self.seen[key] = at
         prev = self.tasks.get(key)
         new, updates, binds = task_step(key, prev, item.item, at, event_id=item.event_id)
+        if new is None:
+            self.seen.pop(key, None)  # no profile (gone, or never seen): nothing to date
+        elif not isinstance(item.item, PeakReport) and (seen is None or at > seen):
+            self.seen[key] = at
         if new is not prev:
             if new is None:
                 self.tasks.pop(key, None)
-                self.seen.pop(key, None)
             else:
                 self.tasks[key] = new
         if self._tracking and (new is not prev or self.seen.get(key) != seen):

@@ -46,3 +46,11 @@ def test_a_profile_saved_before_the_dates_were_kept_still_loads() -> None:
 
 def pod_event() -> PodEvent:
     return PodEvent(change="upsert", pod=pod("serving/v1", "ts-0"))
+
+
+def test_events_about_pods_not_held_leave_nothing_behind() -> None:
+    join = TaskJoin()
+    for i in range(100):
+        ev = SchedulerEvent(reason="Killing", message="", pod_namespace="ml", pod_name=f"gone-{i}")
+        join.apply(TaskInput(f"ml/gone-{i}", SchedulingEvent(event=ev), at(i), f"k{i}"))
+    assert join.tasks == {} and join.seen == {}

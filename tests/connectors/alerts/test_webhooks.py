@@ -5,6 +5,7 @@ reason), one that refuses the alerts, and repeats that are not posted again."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 
@@ -167,6 +168,22 @@ async def test_the_same_open_signal_twice_is_posted_once(receiver: Receiver) -> 
     assert sorted(receiver.paths) == ["/api/v2/alerts"] * 2 + ["/hook"] * 2
     assert metric(reg, "gpufrag_alerts_repeats_total") == 1
     assert d.counts == {"signals": 2, "repeats": 1, "superseded": 1}
+
+
+async def test_an_old_resolution_after_a_reopening_does_not_end_the_live_alert(
+    receiver: Receiver,
+) -> None:
+    s = settings(resend_interval_s=3600)
+    first_end = storm(resolved_after_s=5)
+    reopened = storm().model_copy(update={"opened_at": first_end.opened_at + timedelta(hours=1)})
+    async with dispatching([WebhookSink(receiver.url)], s, DeadLetters()) as (d, _):
+        assert d.submit(storm())
+        assert d.submit(first_end)
+        assert d.submit(reopened)
+        await d.settled()
+        assert not d.submit(first_end)  # the first episode's end, redelivered
+        await d.settled()
+    assert d.counts["superseded"] == 1
 
 
 async def test_open_alerts_are_sent_to_alertmanager_again_every_interval(
