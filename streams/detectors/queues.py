@@ -60,6 +60,10 @@ def _total(parts: Iterable[Mapping[str, float]]) -> Amounts:
     return out
 
 
+def _minus(a: Mapping[str, float], b: Mapping[str, float]) -> Amounts:
+    return {k: max(0.0, v - b.get(k, 0.0)) for k, v in a.items()}
+
+
 def _larger(a: Mapping[str, float], b: Mapping[str, float]) -> Amounts:
     return {k: max(a.get(k, 0.0), b.get(k, 0.0)) for k in sorted(set(a) | set(b))}
 
@@ -172,18 +176,12 @@ class QueueView:
         return room
 
     def blockers(self, task: TaskProfile) -> tuple[str, ...]:
-        """The quotas with no room for a pending pod: its namespace's ResourceQuotas, and the
-        queue it names."""
+        """The queue with no room for a pending pod. Not its namespace's ResourceQuota: the
+        API server charged the pod to it when it was created (and would have refused it over
+        the limit), so a pod that exists has passed its quota."""
         amounts = task_amounts(task)
         namespace = task.key.split("/", 1)[0]
-        out = [
-            q.key
-            for q in self.quotas.get(namespace, [])
-            if any(
-                r in q.limit and q.limit[r] - q.used.get(r, 0.0) < v - EPSILON
-                for r, v in amounts.items()
-            )
-        ]
+        out: list[str] = []
         queue_key = self.queue_of.get((namespace, task.queue or ""))
         if queue_key is not None:
             ledger = self.queues[queue_key]
@@ -231,10 +229,23 @@ def queue_view(objects: Mapping[str, QueueObject], tally: QueueTally) -> QueueVi
         queues[vq.key] = _ledger(vq, f"volcano:{vq.parent or 'root'}", places, tally, demand)
     quotas: dict[str, list[Ledger]] = {}
     for rq in by_kind.get(QueueSourceKind.RESOURCE_QUOTA, []):
+        # the quota already counts its namespace's pods, pending ones too (charged when they
+        # were created): its demand is the work that has no pods yet (waiting Workloads and
+        # PodGroups), and its usage what it reports less the pending pods, at least the bound
         ns = rq.namespace or "default"
         places = [p for p in tally.places() if p[0] == ns]
-        demand = [w.requested for w in waiting if w.namespace == ns]
-        quotas.setdefault(ns, []).append(_ledger(rq, None, places, tally, demand))
+        waits = _total(w.requested for w in waiting if w.namespace == ns)
+        charged = _minus(rq.used, tally.of(places, bound=False))
+        quotas.setdefault(ns, []).append(
+            Ledger(
+                key=rq.key,
+                cohort=None,
+                guaranteed=dict(rq.nominal),
+                limit=dict(rq.limit),
+                used=_larger(charged, tally.of(places, bound=True)),
+                pending=waits,
+            )
+        )
     return QueueView(queues=queues, quotas=quotas, queue_of=queue_of)
 
 

@@ -13,6 +13,7 @@ from connectors.kube.queues import (
     pod_group_from_dict,
     quota_from_kube,
     volcano_queue_from_dict,
+    workload_from_dict,
 )
 from models import Envelope, NodeEvent, PodEvent, QueueEvent, QueueObject
 from tests.kube_fake.objects import T0, node, pod, quota
@@ -291,7 +292,9 @@ def borrower_steps() -> list[Step]:
 
 
 def exhausted_steps() -> list[Step]:
-    """Namespace nlp uses all 8 GPUs of its ResourceQuota while a pod asks for 2 more."""
+    """Namespace nlp uses all 8 GPUs of its ResourceQuota while a Kueue Workload (a suspended
+    Job, no pods yet) asks for 2 more; a pending pod that exists was let in by the quota, so
+    it is the Workload that waits on it."""
     hard = {"requests.nvidia.com/gpu": "8", "requests.cpu": "256", "pods": "50"}
     full = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "8"}))
     freed = quota_from_kube(quota("gpu", "nlp", hard=hard, used={"requests.nvidia.com/gpu": "4"}))
@@ -306,7 +309,14 @@ def exhausted_steps() -> list[Step]:
             ]
         ),
         Step(
-            [gpu_pod("finetune", "nlp", gpus=2), gpu_pod("notebook", "lab", gpus=1)],
+            [
+                queued(
+                    workload_from_dict(
+                        workload("sweep", "nlp", queue="nlp", gpus=2, admitted=False)
+                    )
+                ),
+                gpu_pod("notebook", "lab", gpus=1),
+            ],
             opens={("quota_exhausted", "nlp")},
         ),
         Step(
