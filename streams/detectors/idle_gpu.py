@@ -47,8 +47,11 @@ class IdleGpu(Detector[IdleGpuSettings]):
 
     def on_node(self, name: str) -> list[Signal]:
         profile = self.view.nodes.get(name)
+        quiet = profile is not None and any(g.quiet_held for g in profile.gpus)
+        if not quiet and name not in self.flagged:
+            return []  # every bind of a replay comes here: no card held quiet, nothing to do
         found: dict[str, tuple[str, dict[str, object]]] = {}
-        if profile is not None:
+        if profile is not None and quiet:
             cards: dict[str, list[GpuState]] = {}
             for g in profile.gpus:
                 for pod in g.pods:

@@ -5,9 +5,6 @@ topic), a card taken out by an XID, their resolutions and times, evidence includ
 
 from __future__ import annotations
 
-import asyncio
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,20 +12,13 @@ import pytest
 
 from models import (
     Envelope,
-    GpufragSettings,
     GpuSample,
     GpuSampleEvent,
     NodeEvent,
-    Signal,
-    from_json,
-    to_json,
 )
-from streams.distributed import topics
-from streams.pipeline import define_pipeline
-from tests.distributed.worker_helpers import collect, kafka_env, signal_key, start_worker
+from tests.distributed.runner_signals import embedded_signals, worker_signals
 from tests.streams.kernel_ooms import kernel_incident
 from tests.streams.oom_incident import incident, node
-from tests.streams.pipeline_feed import feed
 
 pytestmark = pytest.mark.kafka
 KINDS = {"oom_storm", "gpu_unhealthy"}
@@ -57,19 +47,11 @@ def events() -> list[Envelope]:
     return sorted([*out, xid, tick], key=lambda e: e.event_time)
 
 
-def embedded(envs: list[Envelope]) -> set[tuple[object, ...]]:
-    p = define_pipeline(GpufragSettings()).build()
-    out: list[Signal] = []
-    for env in envs:
-        out += feed(p, env)
-    return {signal_key(s.model_dump(mode="json")) for s in out if s.kind.value in KINDS}
-
-
 def test_the_incident_through_kafka_and_faust_gives_the_embedded_signals(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     envs = events()
-    ours = embedded(envs)
+    ours = embedded_signals(envs, KINDS)
     # the card storm, the node storm and the XID, each opened and resolved
     assert sorted((k[1], k[2]) for k in ours) == [
         ("gpu_unhealthy", "open"),
@@ -78,37 +60,7 @@ def test_the_incident_through_kafka_and_faust_gives_the_embedded_signals(
         ("oom_storm", "resolved"),
         ("oom_storm", "resolved"),
     ]
-    file = tmp_path / "incident.jsonl"
-    file.write_bytes(b"".join(to_json(e) + b"\n" for e in envs))
-    proc = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "worker.log")
-    try:
-        out = subprocess.run(
-            [
-                *(sys.executable, "-m", "streams.app", "publish"),
-                *("--file", str(file), "--prefix", topic_prefix),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=kafka_env(kafka_bootstrap),
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
-
-        def relevant(raw: list[bytes]) -> set[tuple[object, ...]]:
-            signals = [from_json(Signal, r) for r in raw]
-            return {signal_key(s.model_dump(mode="json")) for s in signals if s.kind in KINDS}
-
-        raw = asyncio.run(
-            collect(
-                kafka_bootstrap,
-                topics.SIGNALS.full_name(topic_prefix),
-                done=lambda got: len(relevant(got)) >= len(ours),
-                timeout_s=240,
-                settle_s=3.0,
-            )
-        )
-        assert relevant(raw) == ours, (tmp_path / "worker.log").read_text()[-3000:]
-    finally:
-        proc.terminate()
-        proc.wait(60)
+    theirs, log = worker_signals(
+        kafka_bootstrap, topic_prefix, envs, KINDS, expect=len(ours), work=tmp_path
+    )
+    assert theirs == ours, log

@@ -8,20 +8,18 @@ from __future__ import annotations
 from models import GpufragSettings, Signal
 from streams.pipeline import define_pipeline
 from tests.streams.oom_incident import AGGRESSOR, VICTIMS, at, incident
+from tests.streams.pipeline_feed import feed
 
 
 def test_the_incident_from_raw_events_opens_one_storm_and_resolves_it() -> None:
     p = define_pipeline(GpufragSettings()).build()
     signals: list[Signal] = []
-    for env in [*incident(), None]:
-        when = at(600) if env is None else env.event_time
-        # deferred work at the time it falls due, as both runners do (streams/instants.py)
-        while (due := p.cluster.next_due()) is not None and due <= when:
-            signals += p.cluster.advance(due)
-        if env is not None:
-            for update in p.join.apply(env):
-                signals += p.cluster.apply(update)
-        signals += p.cluster.advance(when)
+    for env in incident():
+        signals += feed(p, env)
+    # then event time alone moves on to 600 s: the storm's quiet period falls due
+    while (due := p.cluster.next_due()) is not None and due <= at(600):
+        signals += p.cluster.advance(due)
+    signals += p.cluster.advance(at(600))
     storms = [s for s in signals if s.kind.value == "oom_storm"]
     assert [(s.state, s.scope.value, s.scope_id) for s in storms] == [
         ("open", "gpu", "ts-0/0"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from typing import Annotated
 
 import typer
@@ -22,6 +21,7 @@ from streams.app.alert_feed import NO_SINK, AlertFeed
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.options import BootstrapOption, PrefixOption
+from streams.app.stopping import stop_event
 from streams.distributed import topics
 
 
@@ -101,18 +101,11 @@ async def _run(
     )
     await consumer.start()
     await dispatcher.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if duration_s is not None:
-        loop.call_later(duration_s, stop.set)
     feed = AlertFeed(consumer=consumer, dispatcher=dispatcher, dead_letter=keep)
     try:
-        await feed.run(stop)
+        with stop_event(duration_s) as stop:
+            await feed.run(stop)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         with contextlib.suppress(Exception):  # offsets not committed: read again next time
             await consumer.stop()
         # what a sink has not taken by now is dead-lettered, not taken away unrecorded

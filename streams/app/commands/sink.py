@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -20,6 +19,7 @@ from streams.app.errors import user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import BootstrapOption, PrefixOption, StoreOption
 from streams.app.runs import run_row
+from streams.app.stopping import stop_event
 from streams.app.topic_sink import TopicSink
 from streams.distributed import topics
 
@@ -87,12 +87,6 @@ async def _run(
         auto_offset_reset="earliest",
     )
     await consumer.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    if duration_s is not None:
-        loop.call_later(duration_s, stop.set)
     out = TopicSink(
         consumer=consumer,
         sink=rows,
@@ -101,10 +95,9 @@ async def _run(
         dead_letter_topic=dead_topic,
     )
     try:
-        await out.run(stop)
+        with stop_event(duration_s) as stop:
+            await out.run(stop)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         with contextlib.suppress(Exception):  # offsets not committed: read again next time
             await consumer.stop()
         await rows.stop()

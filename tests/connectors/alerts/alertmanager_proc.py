@@ -5,6 +5,7 @@ start it again on the same port."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -75,12 +76,11 @@ class Alertmanager:
                 assert self.proc is not None
                 if self.proc.poll() is not None:
                     raise AssertionError(f"alertmanager exited:\n{self.log_tail()}")
-                try:
+                # not listening yet, or not ready: asked again until the deadline
+                with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                     async with session.get(f"{self.url}/-/ready") as resp:
                         if resp.status == 200:
                             return
-                except (aiohttp.ClientError, OSError, TimeoutError):
-                    pass
                 if loop.time() > deadline:
                     raise AssertionError(f"alertmanager not ready:\n{self.log_tail()}")
                 await asyncio.sleep(0.05)

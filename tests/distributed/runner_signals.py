@@ -1,0 +1,66 @@
+"""The same events through the embedded runner and through Kafka and a Faust worker: the
+signals of the given kinds each gives, as ``signal_key``s (identity, state, times, evidence)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from models import Envelope, GpufragSettings, Signal, from_json, to_json
+from streams.distributed import topics
+from streams.pipeline import define_pipeline
+from tests.distributed.worker_helpers import collect, kafka_env, signal_key, start_worker
+from tests.streams.pipeline_feed import feed
+
+SignalKey = tuple[object, ...]
+
+
+def embedded_signals(envs: list[Envelope], kinds: set[str]) -> set[SignalKey]:
+    p = define_pipeline(GpufragSettings()).build()
+    out: list[Signal] = []
+    for env in envs:
+        out += feed(p, env)
+    return {signal_key(s.model_dump(mode="json")) for s in out if s.kind.value in kinds}
+
+
+def worker_signals(
+    bootstrap: str, prefix: str, envs: list[Envelope], kinds: set[str], *, expect: int, work: Path
+) -> tuple[set[SignalKey], str]:
+    """The worker's signals once ``expect`` of them came (or 240 s passed), and the tail of
+    its log for a failing assertion."""
+    file = work / "events.jsonl"
+    file.write_bytes(b"".join(to_json(e) + b"\n" for e in envs))
+    proc = start_worker(bootstrap, prefix, work / "worker.log")
+    try:
+        out = subprocess.run(
+            [
+                *(sys.executable, "-m", "streams.app", "publish"),
+                *("--file", str(file), "--prefix", prefix),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=kafka_env(bootstrap),
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+
+        def relevant(raw: list[bytes]) -> set[SignalKey]:
+            signals = [from_json(Signal, r) for r in raw]
+            return {signal_key(s.model_dump(mode="json")) for s in signals if s.kind in kinds}
+
+        raw = asyncio.run(
+            collect(
+                bootstrap,
+                topics.SIGNALS.full_name(prefix),
+                done=lambda got: len(relevant(got)) >= expect,
+                timeout_s=240,
+                settle_s=3.0,
+            )
+        )
+        return relevant(raw), (work / "worker.log").read_text()[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(60)
