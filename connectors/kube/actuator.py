@@ -65,7 +65,10 @@ class Executor:
 class Actuator:
     """``act(request) -> Action``. Idempotent by action id: an id whose outcome was final is
     answered from memory with the same record, and a repeat while the first is in flight
-    waits for it; neither calls the API again."""
+    waits for it; neither calls the API again.
+
+    Built without an executor (what ``guardrails.mode`` other than ``enforce`` gives) it has
+    no API client at all, and records every request, enforce ones too, as proposed."""
 
     def __init__(
         self,
@@ -74,8 +77,6 @@ class Actuator:
         executor: Executor | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        if (executor is None) != (settings.mode is ActionMode.DRY_RUN):
-            raise ValueError("an executor exactly when settings.mode is 'enforce'")
         self.settings = settings
         self.executor = executor
         self.clock = clock

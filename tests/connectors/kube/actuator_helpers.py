@@ -36,7 +36,7 @@ class Holding:
 def enforcing(
     client: ApiClient, *, gate: Gate | None = None, identity: str = "test", **settings: Any
 ) -> Actuator:
-    s = ActuatorSettings(mode=ActionMode.ENFORCE, **settings)
+    s = ActuatorSettings(**settings)
     executor = Executor(
         api_client=client,
         gate=gate or Holding(),

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api
 
 from connectors.kube import LeaseElector
-from models import ActionMode, ActionOutcome, ActuatorSettings, TaintNode
+from models import ActionOutcome, ActuatorSettings, TaintNode
 from tests.connectors.kube.actuator_helpers import ENFORCE, enforcing, lease_holder, until
 
 pytestmark = pytest.mark.apiserver
@@ -23,7 +23,7 @@ TIMING = {"lease_duration_s": 8.0, "renew_deadline_s": 6.0, "renew_interval_s": 
 
 
 def _settings(namespace: str) -> ActuatorSettings:
-    return ActuatorSettings(mode=ActionMode.ENFORCE, namespace=namespace, **TIMING)
+    return ActuatorSettings(namespace=namespace, **TIMING)
 
 
 @contextlib.asynccontextmanager

@@ -12,11 +12,9 @@ import pytest
 
 from connectors.kube import LeaseElector
 from connectors.kube.lease_api import LeaseRecord, LeaseUnavailable
-from models import ActionMode, ActuatorSettings
+from models import ActuatorSettings
 
-SETTINGS = ActuatorSettings(
-    mode=ActionMode.ENFORCE, lease_duration_s=15, renew_deadline_s=10, renew_interval_s=2
-)
+SETTINGS = ActuatorSettings(lease_duration_s=15, renew_deadline_s=10, renew_interval_s=2)
 
 
 class Store:
@@ -100,9 +98,7 @@ async def test_a_contender_waits_out_the_whole_duration() -> None:
 
 async def test_the_run_loop_calls_on_lost_when_renewals_fail() -> None:
     store, lost = Store(), []
-    settings = ActuatorSettings(
-        mode=ActionMode.ENFORCE, lease_duration_s=1.5, renew_deadline_s=1.0, renew_interval_s=0.2
-    )
+    settings = ActuatorSettings(lease_duration_s=1.5, renew_deadline_s=1.0, renew_interval_s=0.2)
     a = LeaseElector(store=store, settings=settings, identity="a", on_lost=lost.append)
     stop = asyncio.Event()
     run = asyncio.create_task(a.run(stop=stop))
