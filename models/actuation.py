@@ -18,6 +18,7 @@ __all__ = [
     "ACTUATOR_EVIDENCE_KEY",
     "OUR_PREFIX",
     "QUARANTINE_TAINT",
+    "REQUEST_TYPES",
     "ActionRequest",
     "CordonNode",
     "EvictPod",
@@ -133,3 +134,6 @@ class UntaintNode(_OurTaint):
 ActionRequest = Annotated[
     EvictPod | CordonNode | UncordonNode | TaintNode | UntaintNode, Field(discriminator="op")
 ]
+
+REQUEST_TYPES = (EvictPod, CordonNode, UncordonNode, TaintNode, UntaintNode)
+"""For ``isinstance``: a host tells requests for the actuator from other outputs."""

@@ -86,6 +86,8 @@ class Pod(Frozen):
     tolerations: tuple[Toleration, ...] = ()
     workload_kind: WorkloadKind = WorkloadKind.UNKNOWN
     preemptible: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    """The pod's labels; the guardrails read the exempt label (``gpufrag.io/exempt``)."""
     created_at: UtcDatetime
 
     @model_validator(mode="after")

@@ -189,6 +189,7 @@ class TaskProfile(Frozen):
     tenant: str | None = None
     workload_kind: WorkloadKind = WorkloadKind.UNKNOWN
     preemptible: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
     phase: PodPhase
     node: str | None = None
     gpu_indices: tuple[NonNegativeInt, ...] = ()

@@ -8,13 +8,15 @@ watch, a benchmark and a Faust worker run the same join and the same enabled det
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from models import AnalysisSettings, DetectorSettings, Envelope, GpufragSettings, Signal
+from models.settings import GuardrailSettings, PlannerSettings
 from streams.detectors.cluster import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import OrderKey
+from streams.planners.acting import Acting
 from streams.profiles.join import (
     NodeProfileUpdate,
     ProfileUpdate,
@@ -39,6 +41,8 @@ class PipelineDef:
     typical: TypicalPods | None
     """The expected workload when it is known (a trace's pod list); None: learn it from the
     pods seen."""
+    planners: PlannerSettings = field(default_factory=PlannerSettings)
+    guardrails: GuardrailSettings = field(default_factory=GuardrailSettings)
 
     def task_join(self) -> TaskJoin:
         return TaskJoin()
@@ -52,9 +56,12 @@ class PipelineDef:
     def cluster(self) -> ClusterAnalysis:
         return ClusterAnalysis(view=self.view, detectors=self.detectors, typical=self.typical)
 
+    def acting(self) -> Acting:
+        return Acting(planners=self.planners, guardrails=self.guardrails)
+
     def build(self) -> Pipeline:
         """Fresh operators for one in-process run."""
-        return Pipeline(join=self.join(), cluster=self.cluster())
+        return Pipeline(join=self.join(), cluster=self.cluster(), acting=self.acting())
 
 
 @dataclass(slots=True)
@@ -63,11 +70,13 @@ class Pipeline:
 
     join: ProfileJoin
     cluster: ClusterAnalysis
+    acting: Acting
 
     def instant(self, at: datetime, signals: list[Signal]) -> list[object]:
-        """What an evaluated instant leaves for the history: its signals and the cluster's
-        state after it."""
-        return [*signals, self.cluster.report(at)]
+        """What an evaluated instant leaves for the history: its signals, the actions planned
+        for them, and the cluster's state after it."""
+        actions = self.acting.on_signals(at, signals, self.cluster.view) if signals else []
+        return [*signals, *actions, self.cluster.report(at)]
 
     def flush(self) -> list[object]:
         """The end of the input: what is outstanding, and the cluster's final state (with the
@@ -76,7 +85,8 @@ class Pipeline:
         now = self.cluster.now
         if now is None:
             return []
-        return [*signals, self.cluster.report(now, explain=bool(signals))]
+        actions = self.acting.on_signals(now, signals, self.cluster.view) if signals else []
+        return [*signals, *actions, self.cluster.report(now, explain=bool(signals))]
 
     def state_at(self, at: datetime) -> list[object]:
         """The cluster's state where an interrupted input stopped."""
@@ -93,4 +103,10 @@ class Pipeline:
 def define_pipeline(
     settings: GpufragSettings, *, typical: TypicalPods | None = None
 ) -> PipelineDef:
-    return PipelineDef(view=settings.analysis, detectors=settings.detectors, typical=typical)
+    return PipelineDef(
+        view=settings.analysis,
+        detectors=settings.detectors,
+        typical=typical,
+        planners=settings.planners,
+        guardrails=settings.guardrails,
+    )

@@ -294,6 +294,7 @@ def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
             if owner
             else WorkloadKind.UNKNOWN,
             preemptible=preemptible,
+            labels=labels,
             created_at=aware(meta.creation_timestamp) or now,
         )
     except ValidationError as exc:

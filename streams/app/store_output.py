@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from connectors.clickhouse.rows import (
     Row,
+    action_row,
     cluster_row,
     event_row,
     explanation_row,
@@ -17,7 +18,8 @@ from connectors.clickhouse.rows import (
     task_profile_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
-from models import GpuSampleEvent, PodEvent, Signal, to_json
+from models import Action, GpuSampleEvent, PodEvent, Signal, to_json
+from models.actuation import REQUEST_TYPES, ActionRequest
 from models.analysis import ClusterFragmentation, InstantReport
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from streams.runner.embedded import Emission, Failure
@@ -33,10 +35,18 @@ class StoreOutput:
         run_id: str,
         track_arrivals: bool,
         on_signal: Callable[[Signal], object] | None = None,
+        actuate: Callable[[ActionRequest], Awaitable[Action]] | None = None,
+        on_action: Callable[[Action], object] | None = None,
     ) -> None:
-        """``on_signal`` sees every signal as it is stored (replay matches injected storms)."""
+        """``on_signal`` sees every signal as it is stored (replay matches injected storms);
+        ``actuate`` carries out what the planners asked to enforce (none: they stay proposals
+        in the store); ``on_action`` sees every audit record, what the actuator answered too."""
         self.sink = sink
         self.on_signal = on_signal
+        self.actuate = actuate
+        self.on_action = on_action
+        self.action_counts: dict[str, dict[str, int]] = {}
+        """Audit records stored, by kind and outcome."""
         self.run_id = run_id
         self.track_arrivals = track_arrivals
         self._seq = 0
@@ -55,6 +65,8 @@ class StoreOutput:
         if item.env is not None:
             self._event_rows(item, batches)
         for out in item.outputs:
+            if isinstance(out, REQUEST_TYPES) and self.actuate is not None:
+                out = await self.actuate(out)
             for table, row in self._rows_of(out):
                 batches.setdefault(table, []).append(row)
         for table, rows in batches.items():
@@ -97,6 +109,12 @@ class StoreOutput:
             if self.on_signal is not None:
                 self.on_signal(out)
             return [("signals", signal_row(run, out))]
+        if isinstance(out, Action):
+            per_kind = self.action_counts.setdefault(out.kind.value, {})
+            per_kind[out.outcome.value] = per_kind.get(out.outcome.value, 0) + 1
+            if self.on_action is not None:
+                self.on_action(out)
+            return [("actions", action_row(run, out))]
         if isinstance(out, InstantReport):
             rows = [
                 (

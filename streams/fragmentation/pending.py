@@ -428,3 +428,30 @@ def _take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> 
             row[card] -= need.milli[node]
     for profile, count in req.mig.items():
         free.mig[node][profile] -= count
+
+
+# --- what-if placement (planners) ---------------------------------------------------------------
+
+HARD_REASONS = (BlockReason.UNSCHEDULABLE, BlockReason.TAINT, BlockReason.GPU_MODEL)
+"""What no eviction on a node changes."""
+
+
+def placeable_nodes(index: CapacityIndex, free: Free, task: TaskProfile) -> BoolArray:
+    """Nodes where ``task`` fits ``free`` (a what-if copy), by every check an explanation
+    makes: a planner's proof uses the same rules as the signal that called for it."""
+    masks = _masks(index, task.requests, task.gpu_models, task.tolerations, free)
+    return index.active & ~masks.any_block()
+
+
+def hard_blocked(index: CapacityIndex, task: TaskProfile) -> BoolArray:
+    """Nodes ruled out whatever is freed on them (cordon, taint, GPU model)."""
+    masks = _masks(index, task.requests, task.gpu_models, task.tolerations, Free.of(index))
+    out = np.zeros(len(index.active), dtype=bool)
+    for r in HARD_REASONS:
+        out |= masks.reasons[r]
+    return out | ~index.active
+
+
+def take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> None:
+    """Charge a request to ``node`` in a what-if copy, as a gang check places its members."""
+    _take(index, free, node, req)

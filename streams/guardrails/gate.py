@@ -11,6 +11,7 @@ what the breaker watches: failures, or a signal that stays open after actions fo
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -144,15 +145,24 @@ class Gate:
         self.settings = settings
         self.ledger = Ledger(window_s=settings.window_s)
 
-    def admit(self, c: Candidate) -> Decision:
+    def check(self, c: Candidate) -> Refusal | None:
+        """Whether ``c`` would be refused, taking nothing: a plan of several evictions asks
+        for all of them first, since half a plan makes room for nobody."""
         s, led = self.settings, self.ledger
         led.forget_before(c.at)
         if s.mode == "off":
-            return Decision(None, ModeOff())
+            return ModeOff()
         for check in FILTERS:
             refused = check(s, led, c)
             if refused is not None:
-                return Decision(None, refused)
+                return refused
+        return None
+
+    def admit(self, c: Candidate) -> Decision:
+        s, led = self.settings, self.ledger
+        refused = self.check(c)
+        if refused is not None:
+            return Decision(None, refused)
         self._take(c)
         if s.mode == "dry-run":
             return Decision(ActionMode.DRY_RUN)
@@ -160,6 +170,19 @@ class Gate:
             held = BreakerOpen(until=led.breaker_until, why=led.breaker_why)
             return Decision(ActionMode.DRY_RUN, held_back=held)
         return Decision(ActionMode.ENFORCE)
+
+    def admit_all(self, cands: list[Candidate]) -> tuple[list[Decision], Refusal | None]:
+        """All of a plan's actions or none: they are admitted on a copy of the ledger, which
+        replaces the real one only when every one went through, so two evictions of one plan
+        cannot both count as the node's last slot. Returns each one's decision and the first
+        refusal (None when all went through)."""
+        trial = Gate(self.settings)
+        trial.ledger = copy.deepcopy(self.ledger)
+        decisions = [trial.admit(c) for c in cands]
+        first = next((d.refused for d in decisions if d.refused is not None), None)
+        if first is None:
+            self.ledger = trial.ledger
+        return decisions, first
 
     def _take(self, c: Candidate) -> None:
         s, led = self.settings, self.ledger

@@ -284,6 +284,7 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
         tenant=pod.tenant,
         workload_kind=pod.workload_kind,
         preemptible=pod.preemptible,
+        labels=pod.labels,
         phase=pod.phase,
         node=pod.node,
         gpu_indices=pod.gpu_indices,

@@ -1,0 +1,236 @@
+"""The acting step: the signals of an instant in, audit records and requests for the actuator
+out, every plan through the gate.
+
+It runs after the detectors in the cluster stage, on the same view, at the same event time,
+so a replay and a live cluster plan alike. A plan is admitted whole or not at all (half a
+reclaim makes room for nobody). What it lets through in enforce mode is handed on as requests;
+everything else, refusals included, is recorded with its reason, so the trail shows what
+gpufrag would have done and why it did not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime
+
+from pydantic import JsonValue
+
+from models import Action, ActionKind, ActionMode, ActionOutcome, Signal, SignalKind
+from models.actuation import (
+    QUARANTINE_TAINT,
+    ActionRequest,
+    CordonNode,
+    EvictPod,
+    TaintNode,
+    UncordonNode,
+    UntaintNode,
+)
+from models.settings import GuardrailSettings, PlannerSettings
+from streams.detectors.view import ClusterView
+from streams.guardrails.gate import Candidate, Gate
+from streams.planners.aggressor import EvictAggressor
+from streams.planners.consolidate import Consolidate
+from streams.planners.plan import Plan, Planner
+from streams.planners.quarantine import Quarantine
+from streams.planners.reclaim import Reclaim
+
+__all__ = ["Acting", "ActingOutput"]
+
+ActingOutput = Action | ActionRequest
+LIFTS = frozenset({"uncordon", "untaint"})
+NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | type[UntaintNode]] = {
+    "cordon": CordonNode,
+    "taint": TaintNode,
+    "uncordon": UncordonNode,
+    "untaint": UntaintNode,
+}
+
+
+class Acting:
+    def __init__(self, *, planners: PlannerSettings, guardrails: GuardrailSettings) -> None:
+        self.settings = planners
+        self.guardrails = guardrails
+        self.gate = Gate(guardrails)
+        self.quarantine = Quarantine()
+        built: dict[str, Planner] = {
+            "consolidate": Consolidate(settings=planners, guardrails=guardrails),
+            "reclaim": Reclaim(settings=planners, guardrails=guardrails),
+            "quarantine": self.quarantine,
+            "evict_aggressor": EvictAggressor(guardrails=guardrails),
+        }
+        self.for_pending = [built[n] for n in planners.enabled if n in ("consolidate", "reclaim")]
+        self.quarantining = "quarantine" in planners.enabled
+        self.aggressors = (
+            built["evict_aggressor"] if "evict_aggressor" in planners.enabled else None
+        )
+        self.plans: dict[str, int] = {}
+        """Plans made, by kind: a host's figures."""
+        self.candidates: dict[str, Candidate] = {}
+        """Enforced actions awaiting their outcome, by id (the breaker's input)."""
+
+    @property
+    def on(self) -> bool:
+        return self.guardrails.mode != "off"
+
+    def on_signals(
+        self, at: datetime, signals: list[Signal], view: ClusterView
+    ) -> list[ActingOutput]:
+        if not self.on:
+            return []
+        out: list[ActingOutput] = []
+        for signal in signals:
+            plan = self._plan(signal, view)
+            if plan is not None:
+                self.plans[plan.kind.value] = self.plans.get(plan.kind.value, 0) + 1
+                out += self._decide(plan, at)
+        return out
+
+    def _plan(self, signal: Signal, view: ClusterView) -> Plan | None:
+        if signal.kind == SignalKind.UNPLACEABLE_PENDING:
+            for planner in self.for_pending:
+                plan = planner.plan(signal, view)
+                if plan is not None:
+                    return plan
+            return None
+        if signal.kind == SignalKind.GPU_UNHEALTHY and self.quarantining:
+            return self.quarantine.plan(signal, view)
+        if signal.kind == SignalKind.OOM_STORM and self.aggressors is not None:
+            return self.aggressors.plan(signal, view)
+        return None
+
+    def _decide(self, plan: Plan, at: datetime) -> list[ActingOutput]:
+        plan_id = _plan_id(plan, at)
+        requests = _requests(plan, plan_id)
+        asked = ActionMode.ENFORCE if self.guardrails.mode == "enforce" else ActionMode.DRY_RUN
+        if set(plan.node_ops) <= LIFTS and plan.node_ops:
+            # lifting our own quarantine makes the cluster safer: no limit holds it back
+            return self._records(plan, requests, [asked] * len(requests), None, at)
+        # one candidate per eviction; a node's cordon and taint are one quarantine to the gate
+        cands = [_candidate(plan, r, at) for r in requests if isinstance(r, EvictPod)]
+        if plan.node_ops:
+            cands.append(_candidate(plan, requests[-1], at))
+        decisions, refused = self.gate.admit_all(cands)
+        if refused is not None:
+            return self._records(plan, requests, [asked] * len(requests), refused.text(), at)
+        mode = ActionMode.ENFORCE
+        if any(d.mode is not ActionMode.ENFORCE for d in decisions):
+            mode = ActionMode.DRY_RUN  # dry-run, or enforce held back by the open breaker
+        out = self._records(plan, requests, [mode] * len(requests), None, at)
+        if mode is ActionMode.ENFORCE:
+            for n, request in enumerate(requests):
+                self.candidates[request.id] = cands[min(n, len(cands) - 1)]
+                out.append(request.model_copy(update={"mode": ActionMode.ENFORCE}))
+        return out
+
+    def _records(
+        self,
+        plan: Plan,
+        requests: list[ActionRequest],
+        modes: list[ActionMode],
+        refused: str | None,
+        at: datetime,
+    ) -> list[ActingOutput]:
+        out: list[ActingOutput] = []
+        for request, mode in zip(requests, modes, strict=True):
+            evidence: dict[str, JsonValue] = dict(request.evidence)
+            if refused is not None:
+                evidence["refused"] = refused
+            out.append(
+                Action(
+                    id=request.id,
+                    kind=plan.kind,
+                    mode=mode,
+                    outcome=ActionOutcome.REFUSED if refused else ActionOutcome.PROPOSED,
+                    target_scope=request.target_scope,
+                    target=request.target,
+                    signal_fingerprint=plan.signal.fingerprint,
+                    reason=plan.reason,
+                    evidence=evidence,
+                    created_at=at,
+                )
+            )
+        return out
+
+    def outcome(self, action: Action, *, at: datetime, signal_open: Callable[[str], bool]) -> None:
+        """How an enforced action went: failures and signals that stay open trip the breaker."""
+        cand = self.candidates.pop(action.id, None)
+        if cand is None:
+            return
+        ok = action.outcome in (ActionOutcome.EXECUTED, ActionOutcome.GONE)
+        fp = action.signal_fingerprint
+        self.gate.outcome(cand, ok=ok, at=at, signal_open=fp is not None and signal_open(fp))
+
+    def snapshot(self) -> dict[str, object]:
+        return {"gate": self.gate.snapshot(), "quarantine": self.quarantine.snapshot()}
+
+    def restore(self, raw: dict[str, object]) -> None:
+        gate = raw.get("gate")
+        if isinstance(gate, dict):
+            self.gate.restore(gate)
+        quarantined = raw.get("quarantine")
+        if isinstance(quarantined, dict):
+            self.quarantine.restore({str(k): list(v) for k, v in quarantined.items()})
+
+
+def _plan_id(plan: Plan, at: datetime) -> str:
+    """Stable for the same plan at the same event time, so a replayed or re-delivered instant
+    asks the actuator for the same ids and it acts once."""
+    h = hashlib.sha256()
+    h.update(f"{plan.kind.value}|{plan.signal.fingerprint}|{at.isoformat()}|".encode())
+    h.update("|".join(t.key for t in plan.evictions).encode())
+    h.update("|".join(plan.node_ops).encode())
+    return f"{plan.kind.value}-{h.hexdigest()[:16]}"
+
+
+def _requests(plan: Plan, plan_id: str) -> list[ActionRequest]:
+    common: dict[str, object] = {
+        "kind": plan.kind,
+        "signal_fingerprint": plan.signal.fingerprint,
+        "reason": plan.reason,
+        "evidence": {**plan.evidence, "plan": plan_id},
+    }
+    out: list[ActionRequest] = []
+    for n, task in enumerate(plan.evictions):
+        namespace, name = task.key.split("/", 1)
+        out.append(
+            EvictPod.model_validate(
+                {
+                    **common,
+                    "id": f"{plan_id}-{n}",
+                    "namespace": namespace,
+                    "name": name,
+                    "uid": task.uid or None,
+                }
+            )
+        )
+    for op in plan.node_ops:
+        fields = {**common, "id": f"{plan_id}-{op}", "node": plan.node}
+        if op in ("taint", "untaint"):
+            fields["key"] = QUARANTINE_TAINT
+        out.append(NODE_OPS[op].model_validate(fields))
+    return out
+
+
+def _candidate(plan: Plan, request: ActionRequest, at: datetime) -> Candidate:
+    if isinstance(request, EvictPod):
+        task = next(t for t in plan.evictions if t.key == request.target)
+        return Candidate(
+            action_id=request.id,
+            kind=plan.kind,
+            at=at,
+            pod=task.key,
+            node=task.node,
+            job=None if task.gang is None else f"{task.key.split('/', 1)[0]}/{task.gang.name}",
+            labels=task.labels,
+            priority=task.priority,
+            beneficiary_priority=plan.beneficiary_priority,
+            signal=plan.signal.fingerprint,
+        )
+    return Candidate(
+        action_id=request.id,
+        kind=ActionKind.QUARANTINE,
+        at=at,
+        node=plan.node,
+        signal=plan.signal.fingerprint,
+    )

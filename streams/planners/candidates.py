@@ -1,0 +1,74 @@
+"""Which pods a planner may move or evict, in the order it prefers them.
+
+The gate still checks every action; these filters only keep a planner from building a plan
+the gate would refuse for a reason no search can change (a protected namespace, the exempt
+label, a priority too close).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models import TaskProfile
+from models.settings import GuardrailSettings
+from streams.detectors.queues import QueueView, queue_view, task_amounts
+from streams.detectors.view import ClusterView
+from streams.planners.whatif import HOLDING, cards_of
+
+__all__ = ["Held", "evictable", "held_on", "quotas_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A pod bound to a node, with the cards it holds."""
+
+    task: TaskProfile
+    cards: tuple[int, ...]
+    borrower: bool
+    """Its queue uses more than its guaranteed quota: evicting it first gives back what
+    was borrowed."""
+
+    @property
+    def key(self) -> str:
+        return self.task.key
+
+
+def evictable(task: TaskProfile, guardrails: GuardrailSettings) -> bool:
+    namespace = task.key.split("/", 1)[0]
+    if namespace in guardrails.protected_namespaces:
+        return False
+    return task.labels.get(guardrails.exempt_label) in (None, "false")
+
+
+def _borrowing(quotas: QueueView | None, task: TaskProfile) -> bool:
+    if quotas is None:
+        return False
+    key = quotas.queue_of.get((task.key.split("/", 1)[0], task.queue or ""))
+    if key is None:
+        return False
+    borrowed = quotas.queues[key].borrowed
+    return any(r in borrowed for r in task_amounts(task))
+
+
+def quotas_of(view: ClusterView) -> QueueView | None:
+    return queue_view(view.queues, view.tally) if view.queues else None
+
+
+def held_on(
+    view: ClusterView, node: str, *, quotas: QueueView | None, skip: frozenset[str] = frozenset()
+) -> list[Held]:
+    """The pods on ``node`` a search may weigh: bound, still holding their resources, with
+    known cards."""
+    profile = view.nodes.get(node)
+    if profile is None:
+        return []
+    out = []
+    for key in profile.pods:
+        task = view.tasks.get(key)
+        if task is None or key in skip or task.node != node or task.phase not in HOLDING:
+            continue
+        cards = cards_of(view, task)
+        if cards is None:
+            continue
+        out.append(Held(task, cards, _borrowing(quotas, task)))
+    return out
