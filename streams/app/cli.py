@@ -22,6 +22,7 @@ COMMANDS = {
     "sql": "sql",
     "explain": "explain",
     "report": "report",
+    "actions": "actions",
     "publish": "publish",
     "worker": "worker",
     "sink": "sink",
