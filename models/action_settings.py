@@ -22,11 +22,18 @@ class PlannerSettings(_Group):
 
     max_victims: Annotated[int, Field(ge=1, le=8)] = 3
     """Most pods one reclaim may evict for one pending pod (per gang member)."""
-    max_moves: Annotated[int, Field(ge=1, le=8)] = 3
-    """Most pods one consolidation may move to free a node."""
+    max_moves: Annotated[int, Field(ge=1, le=8)] = 2
+    """Most pods one consolidation may move to free a node: each move restarts a pod."""
     max_candidates_per_node: Annotated[int, Field(ge=1, le=64)] = 16
     """Pods of a node considered as victims or movers, lowest priority and smallest first;
     C(16, 3) = 560 subsets at most per node."""
+    search_nodes: Annotated[int, Field(ge=1)] = 64
+    """Nodes one search visits: those nearest to fitting the pending pod (the share of its
+    request each lacks). A plan is the smallest over these; on a cluster of at most this many
+    nodes, the smallest over all."""
+    search_budget: Annotated[int, Field(ge=1)] = 5_000
+    """Victim sets one search tries at most, over all nodes (about 25 ms); past it the
+    search gives up, proposing nothing rather than a plan that may not be the smallest."""
     movable_max_gpu_milli: Annotated[int, Field(ge=1)] = 1000
     """A pod consolidation may move holds at most this much GPU (a card): moving a big job
     costs more than the one it makes room for."""

@@ -1,4 +1,4 @@
-"""The distributed runner's outputs into the history store: signals and dead letters.
+"""The distributed runner's outputs into the history store: signals, actions, dead letters.
 
 At least once, idempotently: offsets are committed only after the rows they carried are in the
 store (or, if the store stays down, spooled by the sink), and each row has the store's key, so a
@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from aiokafka.errors import CommitFailedError
 
-from connectors.clickhouse.rows import Row, refusal_row, signal_row
+from connectors.clickhouse.rows import Row, action_row, refusal_row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
-from models import Signal, from_json
+from models import Action, Signal, from_json
 from models.refusal import Refusal
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class TopicSink:
         run_id: str,
         signals_topic: str,
         dead_letter_topic: str,
+        actions_topic: str | None = None,
     ) -> None:
         """``consumer``: a started aiokafka consumer subscribed to both topics, auto-commit off."""
         self.consumer = consumer
@@ -45,8 +46,16 @@ class TopicSink:
         self.run_id = run_id
         self.signals_topic = signals_topic
         self.dead_letter_topic = dead_letter_topic
+        self.actions_topic = actions_topic
         self._recent: OrderedDict[tuple[str, ...], None] = OrderedDict()
-        self.counts = {"signals": 0, "repeats": 0, "dead_letters": 0, "unreadable": 0}
+        self.counts = {
+            "signals": 0,
+            "repeats": 0,
+            "dead_letters": 0,
+            "unreadable": 0,
+            "actions": 0,
+            "action_requests": 0,
+        }
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -95,6 +104,8 @@ class TopicSink:
                 self._recent.popitem(last=False)
             self.counts["signals"] += 1
             return "signals", signal_row(self.run_id, sig)
+        if topic == self.actions_topic:
+            return self._action(topic, partition, offset, ts_ms, raw)
         self.counts["dead_letters"] += 1
         try:
             body = orjson.loads(raw)
@@ -107,6 +118,25 @@ class TopicSink:
         return "dead_letter", _dead_letter(
             topic, partition, offset, ts_ms, f"{origin}: {reason}", raw
         )
+
+    def _action(
+        self, topic: str, partition: int, offset: int, ts_ms: int, raw: bytes
+    ) -> tuple[str, Row | None]:
+        """An audit record becomes its row (keyed by action id: a later outcome of the same
+        action replaces the proposal); a request is the actuator's input, not history."""
+        try:
+            body = orjson.loads(raw)
+            if isinstance(body, dict) and "op" in body:
+                self.counts["action_requests"] += 1
+                return "actions", None
+            action = from_json(Action, raw)
+        except Exception as exc:  # kept, with why, never dropped
+            self.counts["unreadable"] += 1
+            return "dead_letter", _dead_letter(
+                topic, partition, offset, ts_ms, f"unreadable action: {exc}", raw
+            )
+        self.counts["actions"] += 1
+        return "actions", action_row(self.run_id, action)
 
 
 def _dead_letter(

@@ -198,6 +198,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         peaks=topic(topics.POD_PEAKS),
         deltas=topic(topics.CAPACITY_DELTAS),
         signals=topic(topics.SIGNALS),
+        actions=topic(topics.ACTIONS),
         peaks_topic=name[topics.POD_PEAKS.name],
         bindings_topic=name[topics.NODE_BINDINGS.name],
         queues_topic=name[topics.QUEUES.name],

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from models import (
+    Action,
     GpuSampleEvent,
     NodeEvent,
     PodEvent,
@@ -35,6 +38,7 @@ from streams.distributed.stage import Decoded, Direct, Held, StageCounters, rele
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import PipelineDef
+from streams.planners.acting import Acting, ActingOutput
 from streams.profiles.join import (
     Binding,
     NodeProfileUpdate,
@@ -53,6 +57,9 @@ from streams.profiles.operators import (
 
 log = logging.getLogger(__name__)
 
+ACTING_KEY = b"~acting"
+"""The acting step's state (the gate's ledger, the quarantined nodes) in the cluster table;
+``~`` keeps it apart from the view's entries."""
 TELEMETRY = OrderKey(datetime.min, "\uffff", 0, "", 2)
 """Order of a telemetry-driven delta within its instant: after the instant's ordered deltas."""
 
@@ -65,6 +72,7 @@ class Outlets:
     peaks: Any
     deltas: Any
     signals: Any
+    actions: Any
     peaks_topic: str
     bindings_topic: str
     queues_topic: str
@@ -215,6 +223,9 @@ class ClusterLogic:
         self.pipeline, self.table, self.out, self.counters = pipeline, table, out, counters
         self._instants: Instants[Any, Signal] | None = None
         self._op: ClusterAnalysis | None = None
+        self._acting: Acting | None = None
+        self._acted: list[ActingOutput] = []
+        """What the acting step made of the instants released by the current call."""
         self._disagreed: dict[str, int] = {}
         """What the current operator had counted when last read (see ``_count``)."""
 
@@ -235,8 +246,19 @@ class ClusterLogic:
                 _log_rebuilt(op, ia.watermark)
             else:
                 op.restore({})  # a fresh view, whose changes go to the table from now on
+            self._acting = self.pipeline.acting()
+            raw_acting = self.table.get(ACTING_KEY)
+            if raw_acting is not None:
+                self._acting.restore(orjson.loads(raw_acting))
             self._instants = ia
         return self._instants
+
+    def _on_instant(self, at: datetime, signals: list[Signal]) -> None:
+        """The acting step, on the same view and at the same instants as the embedded
+        runner's (``Pipeline.instant``)."""
+        acting, op = self._acting, self._op
+        if signals and acting is not None and op is not None and acting.on:
+            self._acted += acting.on_signals(at, signals, op.view)
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         if topic == self.out.queues_topic:
@@ -263,7 +285,7 @@ class ClusterLogic:
         await self._publish(self.instants().add(key, item))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        await self._publish(self.instants().release(upto))
+        await self._publish(self.instants().release(upto, on_instant=self._on_instant))
 
     async def report(self, p: int, upto: datetime) -> None:
         """The last stage: nobody downstream waits for its progress."""
@@ -272,9 +294,15 @@ class ClusterLogic:
         ia = self.instants()
         persist(self.table, ia.op.snapshot())
         self._count()
+        acted, self._acted = self._acted, []
+        if acted and self._acting is not None:
+            self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
         for sig in outputs:
             self.counters.add("signals")
             await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
+        for out in acted:  # records and requests alike, keyed by action id
+            self.counters.add("actions" if isinstance(out, Action) else "action_requests")
+            await self.out.actions.send(key=out.id.encode(), value=to_json(out))
 
     def _count(self) -> None:
         """The operator's new disagreements into the worker's counters. A restored operator

@@ -171,6 +171,12 @@ class Gate:
             return Decision(ActionMode.DRY_RUN, held_back=held)
         return Decision(ActionMode.ENFORCE)
 
+    def evictions_left(self, at: datetime) -> int:
+        """Evictions the cluster-wide limit still allows at ``at``: none left, and no plan
+        that evicts can pass, so a planner need not search."""
+        self.ledger.forget_before(at)
+        return max(0, self.settings.max_evictions_cluster - self.ledger.count())
+
     def admit_all(self, cands: list[Candidate]) -> tuple[list[Decision], Refusal | None]:
         """All of a plan's actions or none: they are admitted on a copy of the ledger, which
         replaces the real one only when every one went through, so two evictions of one plan

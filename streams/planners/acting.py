@@ -11,6 +11,7 @@ gpufrag would have done and why it did not.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
@@ -30,6 +31,7 @@ from models.settings import GuardrailSettings, PlannerSettings
 from streams.detectors.view import ClusterView
 from streams.guardrails.gate import Candidate, Gate
 from streams.planners.aggressor import EvictAggressor
+from streams.planners.candidates import HeldCache
 from streams.planners.consolidate import Consolidate
 from streams.planners.plan import Plan, Planner
 from streams.planners.quarantine import Quarantine
@@ -37,6 +39,7 @@ from streams.planners.reclaim import Reclaim
 
 __all__ = ["Acting", "ActingOutput"]
 
+log = logging.getLogger(__name__)
 ActingOutput = Action | ActionRequest
 LIFTS = frozenset({"uncordon", "untaint"})
 NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | type[UntaintNode]] = {
@@ -53,9 +56,10 @@ class Acting:
         self.guardrails = guardrails
         self.gate = Gate(guardrails)
         self.quarantine = Quarantine()
+        held = HeldCache()  # one walk of the nodes' pods serves both pending-pod planners
         built: dict[str, Planner] = {
-            "consolidate": Consolidate(settings=planners, guardrails=guardrails),
-            "reclaim": Reclaim(settings=planners, guardrails=guardrails),
+            "consolidate": Consolidate(settings=planners, guardrails=guardrails, cache=held),
+            "reclaim": Reclaim(settings=planners, guardrails=guardrails, cache=held),
             "quarantine": self.quarantine,
             "evict_aggressor": EvictAggressor(guardrails=guardrails),
         }
@@ -66,6 +70,11 @@ class Acting:
         )
         self.plans: dict[str, int] = {}
         """Plans made, by kind: a host's figures."""
+        self.unplanned = 0
+        """Pending-pod signals not planned for while the cluster-wide eviction limit was
+        used up (counted, not recorded: no plan, so no action to refuse)."""
+        self.errors = 0
+        """Signals a planner failed on (logged; the signal itself is kept)."""
         self.candidates: dict[str, Candidate] = {}
         """Enforced actions awaiting their outcome, by id (the breaker's input)."""
 
@@ -80,14 +89,24 @@ class Acting:
             return []
         out: list[ActingOutput] = []
         for signal in signals:
-            plan = self._plan(signal, view)
+            try:
+                plan = self._plan(signal, view, at)
+            except Exception:  # a planner's bug must not take the instant's signals with it
+                self.errors += 1
+                log.exception("planning for signal %s failed", signal.fingerprint)
+                continue
             if plan is not None:
                 self.plans[plan.kind.value] = self.plans.get(plan.kind.value, 0) + 1
                 out += self._decide(plan, at)
         return out
 
-    def _plan(self, signal: Signal, view: ClusterView) -> Plan | None:
+    def _plan(self, signal: Signal, view: ClusterView, at: datetime) -> Plan | None:
         if signal.kind == SignalKind.UNPLACEABLE_PENDING:
+            if self.for_pending and self.gate.evictions_left(at) == 0:
+                # every plan for it evicts, and the cluster's limit would refuse it: a search
+                # (tens of ms on a thousand nodes) for a certain refusal is not made
+                self.unplanned += 1
+                return None
             for planner in self.for_pending:
                 plan = planner.plan(signal, view)
                 if plan is not None:
@@ -105,7 +124,10 @@ class Acting:
         asked = ActionMode.ENFORCE if self.guardrails.mode == "enforce" else ActionMode.DRY_RUN
         if set(plan.node_ops) <= LIFTS and plan.node_ops:
             # lifting our own quarantine makes the cluster safer: no limit holds it back
-            return self._records(plan, requests, [asked] * len(requests), None, at)
+            out = self._records(plan, requests, [asked] * len(requests), None, at)
+            if asked is ActionMode.ENFORCE:
+                out += [r.model_copy(update={"mode": ActionMode.ENFORCE}) for r in requests]
+            return out
         # one candidate per eviction; a node's cordon and taint are one quarantine to the gate
         cands = [_candidate(plan, r, at) for r in requests if isinstance(r, EvictPod)]
         if plan.node_ops:

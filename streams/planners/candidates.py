@@ -15,7 +15,7 @@ from streams.detectors.queues import QueueView, queue_view, task_amounts
 from streams.detectors.view import ClusterView
 from streams.planners.whatif import HOLDING, cards_of
 
-__all__ = ["Held", "evictable", "held_on", "quotas_of"]
+__all__ = ["Held", "HeldCache", "evictable", "held_on", "quotas_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,18 +54,53 @@ def quotas_of(view: ClusterView) -> QueueView | None:
     return queue_view(view.queues, view.tally) if view.queues else None
 
 
+class HeldCache:
+    """Each node's held pods, kept while its profile is the same object: profiles are
+    immutable and replaced on every change, and a pod's binding, requests, priority and
+    labels (all a search reads) change only with its node's profile. Planning for one signal
+    walks every node, so without it each plan would rebuild a thousand lists."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[object, list[Held]]] = {}
+
+    def get(self, view: ClusterView, node: str) -> list[Held]:
+        profile = view.nodes.get(node)
+        if profile is None:
+            self.entries.pop(node, None)
+            return []
+        hit = self.entries.get(node)
+        if hit is not None and hit[0] is profile:
+            return hit[1]
+        held = _held(view, node, None)
+        self.entries[node] = (profile, held)
+        return held
+
+
 def held_on(
-    view: ClusterView, node: str, *, quotas: QueueView | None, skip: frozenset[str] = frozenset()
+    view: ClusterView,
+    node: str,
+    *,
+    quotas: QueueView | None,
+    skip: frozenset[str] = frozenset(),
+    cache: HeldCache | None = None,
 ) -> list[Held]:
     """The pods on ``node`` a search may weigh: bound, still holding their resources, with
     known cards."""
+    if cache is not None and quotas is None:
+        held = cache.get(view, node)
+    else:
+        held = _held(view, node, quotas)
+    return [h for h in held if h.key not in skip] if skip else held
+
+
+def _held(view: ClusterView, node: str, quotas: QueueView | None) -> list[Held]:
     profile = view.nodes.get(node)
     if profile is None:
         return []
     out = []
     for key in profile.pods:
         task = view.tasks.get(key)
-        if task is None or key in skip or task.node != node or task.phase not in HOLDING:
+        if task is None or task.node != node or task.phase not in HOLDING:
             continue
         cards = cards_of(view, task)
         if cards is None:

@@ -9,27 +9,28 @@ only small ones (``movable_max_gpu_milli``): moving a big job costs more than it
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, TaskProfile
-from models.settings import GuardrailSettings, PlannerSettings
 from streams.detectors.view import ClusterView
+from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, evictable, held_on, quotas_of
 from streams.planners.plan import Plan
 from streams.planners.reclaim import pending_of
-from streams.planners.search import Found, fewest
-from streams.planners.whatif import NodeRoom, Scratch, simple_request
+from streams.planners.search import Found, Searching, fewest
+from streams.planners.whatif import NodeRoom, Scratch, could_host, simple_request
 
 __all__ = ["Consolidate"]
 
+MAX_PROOFS = 20
+"""Whole-cluster what-ifs one plan may try (about a millisecond each on 1,213 nodes): past
+that the job waits for the next evaluation rather than stall the stage."""
 
-class Consolidate:
+
+class Consolidate(Searching):
     name = "consolidate"
-
-    def __init__(self, *, settings: PlannerSettings, guardrails: GuardrailSettings) -> None:
-        self.settings = settings
-        self.guardrails = guardrails
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
         members = pending_of(signal, view)
@@ -41,14 +42,17 @@ class Consolidate:
         scratch = Scratch(view)
         if scratch.placeable(task).any():
             return None
+        elsewhere = Elsewhere(scratch)
         rooms, pools = self._candidates(task, scratch)
         moves: dict[str, JsonValue] = {}
+        tries = [0]
 
         def accept(found: Found) -> bool:
+            tries[0] += 1
+            if tries[0] > MAX_PROOFS:
+                return False
             trial = scratch.copy()
             found.after.write(trial.free)
-            if not trial.placeable(task)[found.slot]:
-                return False
             trial.place(task, found.slot)
             moves.clear()
             for h in sorted(found.chosen, key=lambda h: -h.task.requests.total_gpu_milli):
@@ -69,8 +73,21 @@ class Consolidate:
             )
 
         s = self.settings
-        found = fewest(rooms, pools, task.requests, most=s.max_moves, score=score, accept=accept)
+        found = fewest(
+            rooms,
+            pools,
+            task.requests,
+            most=s.max_moves,
+            budget=s.search_budget,
+            viable=lambda slot, combo: all(elsewhere.fits(h.task, slot) for h in combo),
+            score=score,
+            accept=accept,
+        )
         if found is None:
+            return None
+        proof = scratch.copy()
+        found.after.write(proof.free)
+        if not proof.placeable(task)[found.slot]:  # the node search and the proof disagree
             return None
         node = view.index.names[found.slot] or ""
         return Plan(
@@ -93,20 +110,22 @@ class Consolidate:
     def _candidates(
         self, task: TaskProfile, scratch: Scratch
     ) -> tuple[dict[int, NodeRoom], dict[int, list[Held]]]:
+        """Per node, the pods that could move: small, not above the job's priority, allowed
+        to be evicted, and with room on some other node as the cluster is now (a pod with
+        nowhere to go is in no plan: ``Elsewhere`` rules those out once a set fits the node)."""
         s, g = self.settings, self.guardrails
         blocked = hard_blocked(scratch.index, task)
         quotas = quotas_of(scratch.view)
         rooms: dict[int, NodeRoom] = {}
         pools: dict[int, list[Held]] = {}
-        for name, slot in scratch.index.slot.items():
-            if blocked[slot]:
-                continue
+        for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
+            name = scratch.index.names[slot] or ""
             room = scratch.room(slot)
             if room is None:
                 continue
             pool = [
                 h
-                for h in held_on(scratch.view, name, quotas=quotas)
+                for h in held_on(scratch.view, name, quotas=quotas, cache=self.cache)
                 if h.task.priority <= task.priority
                 and 0 < h.task.requests.total_gpu_milli <= s.movable_max_gpu_milli
                 and simple_request(h.task.requests)
@@ -116,3 +135,44 @@ class Consolidate:
                 pool.sort(key=lambda h: (h.task.requests.total_gpu_milli, h.task.priority, h.key))
                 rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]
         return rooms, pools
+
+
+class Elsewhere:
+    """Whether a pod could go to some node other than its own, as the cluster is now: CPU,
+    memory and enough cards with its share free, on a node its GPU models, taints and the
+    cordons allow. A necessary condition, a few array comparisons per pod and plan; the
+    plan's proof then places the movers for real. The hard limits are computed once per set
+    of models and tolerations, which a cluster has few of."""
+
+    def __init__(self, scratch: Scratch) -> None:
+        self.scratch = scratch
+        free, index = scratch.free, scratch.index
+        self.fixed = np.where(index.rule == RULE_MILLI, -1, index.fixed)
+        self.by_rank = -np.sort(-free.gpu, axis=1)
+        """Each node's cards' free share, largest first: column k-1 says whether k cards
+        have a share free."""
+        self.cpu, self.mem = free.cpu, free.mem
+        self.hard: dict[tuple[object, ...], np.ndarray] = {}
+        self.known: dict[str, tuple[np.ndarray, int]] = {}
+
+    def fits(self, task: TaskProfile, slot: int) -> bool:
+        hit = self.known.get(task.key)
+        if hit is None:
+            ok = self._where(task)
+            hit = self.known[task.key] = (ok, int(ok.sum()))
+        ok, count = hit
+        return count - int(ok[slot]) > 0
+
+    def _where(self, task: TaskProfile) -> np.ndarray:
+        r = task.requests
+        key: tuple[object, ...] = (task.gpu_models, task.tolerations)
+        hard = self.hard.get(key)
+        if hard is None:
+            hard = self.hard[key] = hard_blocked(self.scratch.index, task)
+        ok = ~hard & (self.cpu >= r.cpu_milli) & (self.mem >= r.memory_mib)
+        if r.gpu_count:
+            if r.gpu_count > self.by_rank.shape[1]:
+                return np.zeros_like(ok)
+            share = np.where(self.fixed < 0, r.gpu_milli, self.fixed)
+            ok &= self.by_rank[:, r.gpu_count - 1] >= share
+        return ok

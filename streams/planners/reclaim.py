@@ -13,14 +13,13 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, SignalKind, TaskProfile
-from models.settings import GuardrailSettings, PlannerSettings
 from streams.detectors.queues import QueueView
 from streams.detectors.view import ClusterView
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, evictable, held_on, quotas_of
 from streams.planners.plan import Plan
-from streams.planners.search import Found, fewest
-from streams.planners.whatif import NodeRoom, Scratch, simple_request
+from streams.planners.search import Found, Searching, fewest
+from streams.planners.whatif import NodeRoom, Scratch, could_host, simple_request
 
 __all__ = ["Reclaim", "pending_of"]
 
@@ -43,12 +42,8 @@ def pending_of(signal: Signal, view: ClusterView) -> list[TaskProfile]:
     return sorted(members, key=lambda t: (-t.requests.total_gpu_milli, t.key))
 
 
-class Reclaim:
+class Reclaim(Searching):
     name = "reclaim"
-
-    def __init__(self, *, settings: PlannerSettings, guardrails: GuardrailSettings) -> None:
-        self.settings = settings
-        self.guardrails = guardrails
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
         members = pending_of(signal, view)
@@ -85,15 +80,16 @@ class Reclaim:
         rooms: dict[int, NodeRoom] = {}
         pools: dict[int, list[Held]] = {}
         gang = None if task.gang is None else task.gang.name
-        for name, slot in scratch.index.slot.items():
-            if blocked[slot]:
-                continue
+        for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
+            name = scratch.index.names[slot] or ""
             room = scratch.room(slot)
             if room is None:
                 continue
             pool = [
                 h
-                for h in held_on(scratch.view, name, quotas=quotas, skip=frozenset(taken))
+                for h in held_on(
+                    scratch.view, name, quotas=quotas, skip=frozenset(taken), cache=self.cache
+                )
                 if h.task.priority <= ceiling
                 and evictable(h.task, g)
                 and (gang is None or h.task.gang is None or h.task.gang.name != gang)
@@ -113,7 +109,9 @@ class Reclaim:
                 tuple(sorted(h.key for h in combo)),
             )
 
-        return fewest(rooms, pools, task.requests, most=s.max_victims, score=score)
+        return fewest(
+            rooms, pools, task.requests, most=s.max_victims, score=score, budget=s.search_budget
+        )
 
     def _plan(
         self,

@@ -13,12 +13,29 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from models import ResourceRequest
-from streams.planners.candidates import Held
+from models.settings import GuardrailSettings, PlannerSettings
+from streams.planners.candidates import Held, HeldCache
 from streams.planners.whatif import NodeRoom
 
-__all__ = ["Found", "fewest"]
+__all__ = ["Found", "Searching", "fewest"]
 
 Score = tuple[object, ...]
+
+
+class Searching:
+    """What the planners that search for pods to evict share: their bounds, the guardrails
+    they pre-filter by, and the nodes' held pods (one cache for both, see ``HeldCache``)."""
+
+    def __init__(
+        self,
+        *,
+        settings: PlannerSettings,
+        guardrails: GuardrailSettings,
+        cache: HeldCache | None = None,
+    ) -> None:
+        self.settings = settings
+        self.guardrails = guardrails
+        self.cache = cache or HeldCache()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,19 +55,29 @@ def fewest(
     most: int,
     score: Callable[[int, tuple[Held, ...], NodeRoom], Score],
     accept: Callable[[Found], bool] = lambda _: True,
+    viable: Callable[[int, tuple[Held, ...]], bool] = lambda _slot, _combo: True,
+    budget: int,
 ) -> Found | None:
+    """``budget``: the most victim sets tried in all; past it the search gives up (no
+    plan) rather than hold the cluster stage, and the signal's next planning tries again.
+    ``viable``: a cheap check of a set that fits, before it
+    is scored and offered to ``accept``."""
     live = {
         slot: pool
         for slot, pool in pools.items()
         if pool and rooms[slot].without([(h.task, h.cards) for h in pool]).fits(req)
     }  # a node where even all its candidates gone leaves too little is never tried again
+    tried = 0
     for k in range(1, most + 1):
         found: list[Found] = []
         for slot, pool in live.items():
             room = rooms[slot]
             for combo in combinations(pool, k):
+                tried += 1
+                if tried > budget:
+                    return None
                 after = room.without([(h.task, h.cards) for h in combo])
-                if after.fits(req):
+                if after.fits(req) and viable(slot, combo):
                     found.append(Found(slot, combo, after, score(slot, combo, after)))
         for f in sorted(found, key=lambda f: f.score):
             if accept(f):

@@ -28,7 +28,7 @@ from streams.fragmentation.measure import (
 from streams.fragmentation.pending import Free, placeable_nodes, take
 from streams.fragmentation.shapes import MILLI_PER_GPU
 
-__all__ = ["NodeRoom", "Scratch", "cards_of", "simple_request"]
+__all__ = ["NodeRoom", "Scratch", "cards_of", "could_host", "simple_request"]
 
 SIMPLE_RULES = frozenset({RULE_MILLI, RULE_FIXED, RULE_SLICED})
 HOLDING = frozenset({PodPhase.PENDING, PodPhase.RUNNING})
@@ -37,6 +37,35 @@ HOLDING = frozenset({PodPhase.PENDING, PodPhase.RUNNING})
 def simple_request(req: ResourceRequest) -> bool:
     """A request a node search can weigh: GPUs by count and share, no MIG or HAMi."""
     return not req.mig and not req.is_hami
+
+
+def could_host(
+    index: CapacityIndex, task: TaskProfile, blocked: np.ndarray, *, nearest: int
+) -> list[int]:
+    """Slots of the ``nearest`` nodes to fitting ``task`` among those big enough for it were
+    they empty and not ruled out: the only nodes a search visits. Nearness is the share of the
+    request each node lacks (GPU on its best cards, CPU, memory), so the nodes where the
+    fewest evictions could do are searched first, and the cost of a plan stays bounded on a
+    cluster of thousands of nodes."""
+    r = task.requests
+    ok = (
+        ~blocked
+        & (index.gpu_cards >= r.gpu_count)
+        & (index.cpu_alloc >= r.cpu_milli)
+        & (index.mem_alloc >= r.memory_mib)
+    )
+    where = np.flatnonzero(ok)
+    if len(where) <= nearest:
+        return [int(i) for i in where]
+    lack = np.maximum(0, r.cpu_milli - index.cpu_free[where]) / max(1, r.cpu_milli)
+    lack += np.maximum(0, r.memory_mib - index.mem_free[where]) / max(1, r.memory_mib)
+    if r.gpu_count > 0:
+        share = np.where(index.rule[where] == RULE_MILLI, r.gpu_milli, index.fixed[where])
+        best = -np.sort(-index.gpu_free[where], axis=1)[:, : r.gpu_count]
+        short = np.maximum(0, share[:, None] - best).sum(axis=1)
+        lack += short / max(1, r.gpu_count * MILLI_PER_GPU)
+    order = np.lexsort((where, lack))[:nearest]
+    return [int(where[i]) for i in order]
 
 
 def cards_of(view: ClusterView, task: TaskProfile) -> tuple[int, ...] | None:

@@ -13,7 +13,7 @@ FailedScheduling event in kube-scheduler's wording; pods are deleted. Two modes:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -42,12 +42,17 @@ from streams.placement.experiment import arrival_sequence
 from streams.placement.policies import make_policy
 from streams.placement.scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec, PodSpec
+from streams.simulation.actuation import Barrier, SimActuator
 from streams.simulation.incidents import StormInjector, plan
 
 NAMESPACE = "trace"
 
 
 FGD_DECISION_DELAY = timedelta(milliseconds=500)
+QOS_PRIORITY = {"Guaranteed": 1000, "LS": 1000, "Burstable": 500, "BE": 0}
+"""The trace has no priorities; its QoS class is the closest. Alibaba's LS (latency-sensitive)
+pods outrank BE (best-effort) ones, which are the preemptible kind; Kubernetes' Guaranteed and
+Burstable classes (107 of the 8,152 pods) rank with and between them."""
 
 
 class TraceMode(StrEnum):
@@ -67,6 +72,9 @@ class ReplayOptions:
     node_limit: int | None = None
     """Use only the first N nodes of the node list (a smaller cluster fills up sooner)."""
     source: str = "trace"
+    enforce_actions: bool = False
+    """Close the loop: where the scheduler fails a pod, wait for the pipeline's actions for
+    that instant and apply them (``streams/simulation/actuation.py``) before going on."""
     inject_oom_storms: int = 0
     """Scripted OOM incidents (and background OOMs) added to the stream at seeded times and
     places (``streams/simulation/incidents.py``); the simulated scheduler does not see them."""
@@ -74,6 +82,12 @@ class ReplayOptions:
 
 class TraceReplayError(ValueError):
     """The trace cannot be replayed in the asked mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    src: TracePod
+    placement: Placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +165,15 @@ class SimulatedCluster:
         self.failed = 0
         self.deleted = 0
         self.created = 0
+        self.now = self.start
+        """Event time of the latest event built."""
+        self.actuator = SimActuator(self.scheduler, namespace=NAMESPACE, clock=lambda: self.now)
+        self.made_placeable = 0
+        """Pods the scheduler failed and then bound once actions were applied for them."""
+        self.evicted = 0
+        self._sources: dict[str, tuple[TracePod, PodSpec, datetime]] = {}
+        """Bound pods: what the actuator may evict, and what to bring back."""
+        self._respawned = 0
 
     @property
     def stats(self) -> ReplayStats:
@@ -172,7 +195,16 @@ class SimulatedCluster:
         return self.start + timedelta(seconds=last / self.options.time_scale)
 
     def events(self) -> Iterator[Envelope]:
-        stream = self._trace_events()
+        """The stream of an open loop: nothing is waited for."""
+        for item in self.loop_events():
+            if isinstance(item, Barrier):
+                raise TraceReplayError("a closed loop's stream needs closed_loop() to run")
+            yield item
+
+    def loop_events(self) -> Iterator[Envelope | Barrier]:
+        """The stream, with a ``Barrier`` after each failed scheduling when actions are
+        enforced."""
+        stream: Iterator[Envelope | Barrier] = self._trace_events()
         if self.options.inject_oom_storms:
             items = plan(
                 storms=self.options.inject_oom_storms,
@@ -185,7 +217,7 @@ class SimulatedCluster:
             stream = self.injector.wrap(stream)
         yield from stream
 
-    def _trace_events(self) -> Iterator[Envelope]:
+    def _trace_events(self) -> Iterator[Envelope | Barrier]:
         yield from self._node_events()
         if self.options.mode == TraceMode.FGD:
             yield from self._fgd()
@@ -195,6 +227,7 @@ class SimulatedCluster:
     # --- building events ------------------------------------------------------------------
 
     def _env(self, payload: NodeEvent | PodEvent | SchedulingEvent, at: datetime) -> Envelope:
+        self.now = max(self.now, at)
         return Envelope.wrap(payload, event_time=at, source=self.options.source)
 
     def _node_events(self) -> Iterator[Envelope]:
@@ -224,6 +257,8 @@ class SimulatedCluster:
             ),
             gpu_models=src.gpu_spec,
             qos=_qos(src),
+            priority=QOS_PRIORITY.get(src.qos or "", 0),
+            preemptible=src.qos == "BE",
             queue=src.qos,  # the trace has no queues; its QoS class (LS, BE, ...) is the closest
             created_at=created,
         )
@@ -234,6 +269,7 @@ class SimulatedCluster:
         result = self.scheduler.schedule(spec)
         if isinstance(result, Placement):
             self.bound += 1
+            self._sources[spec.name] = (src, spec, created)
             pod = self._pod(src, spec.name, created, result)
             return [self._env(PodEvent(change="upsert", pod=pod), at)], True
         self.failed += 1
@@ -259,6 +295,7 @@ class SimulatedCluster:
 
     def _delete(self, src: TracePod, name: str, created: datetime, at: datetime) -> Envelope:
         self.deleted += 1
+        self._sources.pop(name, None)
         pod = self._pod(src, name, created, None)
         return self._env(PodEvent(change="delete", pod=pod), at)
 
@@ -274,7 +311,7 @@ class SimulatedCluster:
             )
         return self._sequence
 
-    def _fgd(self) -> Iterator[Envelope]:
+    def _fgd(self) -> Iterator[Envelope | Barrier]:
         for k, spec in enumerate(self._arrivals()):
             at = self.start + timedelta(seconds=k + 1)
             # The scheduler's attempt comes half a second after the pod: the pod is pending for
@@ -284,10 +321,18 @@ class SimulatedCluster:
             src = self._by_name[spec.name.split("-clone-")[0]]
             out, placed = self._create(src, spec, at, decided_at=decided)
             yield from out
+            if not placed and self.options.enforce_actions:
+                yield Barrier(decided)
+                freed = yield from self._evict(decided)
+                if freed:
+                    more, placed = self._try_schedule(src, spec, at, decided)
+                    yield from more
+                    self.made_placeable += placed
+                    yield from self._respawn(freed, decided)
             if not placed:
                 yield self._delete(src, spec.name, at, decided)
 
-    def _timeline(self) -> Iterator[Envelope]:
+    def _timeline(self) -> Iterator[Envelope | Barrier]:
         scale = self.options.time_scale
         # (time, step, order, name): at one instant deletions free room before creations, and a
         # pod deleted the instant it is created is deleted after its creation.
@@ -314,6 +359,15 @@ class SimulatedCluster:
                 yield from out
                 if not placed:
                     pending[name] = None
+                    if self.options.enforce_actions:
+                        yield Barrier(at)
+                        for victim in (yield from self._evict(at)):
+                            # its own deletion later finds it gone
+                            created.pop(victim.placement.pod.name, None)
+                            before = len(pending)
+                            node = self.cluster.index[victim.placement.node]
+                            yield from self._retry(node, pending, created, at)
+                            self.made_placeable += before - len(pending)
                 continue
             if name not in created:
                 continue
@@ -322,6 +376,38 @@ class SimulatedCluster:
             yield self._delete(src, name, created.pop(name), at)
             if freed is not None and pending:
                 yield from self._retry(self.cluster.index[freed.node], pending, created, at)
+
+    def _evict(self, at: datetime) -> Generator[Envelope, None, list[Evicted]]:
+        """Apply the evictions the actuator took; returns what they freed (a generator's
+        return value: ``freed = yield from self._evict(at)``)."""
+        freed: list[Evicted] = []
+        for request in self.actuator.take():
+            entry = self._sources.get(request.name)
+            placement = self.scheduler.release(request.name)
+            if entry is None or placement is None:
+                continue
+            src, _, created = entry
+            self.evicted += 1
+            yield self._delete(src, request.name, created, at)
+            freed.append(Evicted(src, placement))
+        return freed
+
+    def _respawn(self, freed: list[Evicted], at: datetime) -> Iterator[Envelope]:
+        """Evicted pods come back as new pending pods, as their controller would recreate
+        them; under the FGD protocol one that fits nowhere is dropped, like any arrival."""
+        for gone in freed:
+            self._respawned += 1
+            spec = gone.placement.pod
+            src = gone.src
+            again = PodSpec(
+                name=f"{src.name}-r{self._respawned}",
+                shape=spec.shape,
+                memory_mib=spec.memory_mib,
+            )
+            out, placed = self._create(src, again, at)
+            yield from out
+            if not placed:
+                yield self._delete(src, again.name, at, at)
 
     def _retry(
         self, node: int, pending: dict[str, None], created: dict[str, datetime], at: datetime

@@ -42,6 +42,7 @@ from models import (
     Scope,
 )
 from models.settings import OomStormSettings
+from streams.simulation.actuation import Barrier
 
 SOURCE = "inject:oom-storms"
 """The injected events' source, so the store tells them from the trace's."""
@@ -224,10 +225,13 @@ class StormInjector:
         self._queued: list[tuple[datetime, int, Envelope]] = []
         self._order = itertools.count()
 
-    def wrap(self, events: Iterable[Envelope]) -> Iterator[Envelope]:
+    def wrap(self, events: Iterable[Envelope | Barrier]) -> Iterator[Envelope | Barrier]:
         todo = iter(self.items)
         upcoming = next(todo, None)
         for env in events:
+            if isinstance(env, Barrier):  # the pipeline's turn: nothing of ours is due for it
+                yield env
+                continue
             while upcoming is not None and upcoming.at < env.event_time:
                 yield from self._due(before=upcoming.at)
                 self._start(upcoming)

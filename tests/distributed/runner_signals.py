@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from models import Envelope, GpufragSettings, Signal, from_json, to_json
@@ -25,11 +26,17 @@ def embedded_signals(envs: list[Envelope], kinds: set[str]) -> set[SignalKey]:
     return {signal_key(s.model_dump(mode="json")) for s in out if s.kind.value in kinds}
 
 
-def worker_signals(
-    bootstrap: str, prefix: str, envs: list[Envelope], kinds: set[str], *, expect: int, work: Path
-) -> tuple[set[SignalKey], str]:
-    """The worker's signals once ``expect`` of them came (or 240 s passed), and the tail of
-    its log for a failing assertion."""
+def through_worker(
+    bootstrap: str,
+    prefix: str,
+    envs: list[Envelope],
+    *,
+    topic: str,
+    done: Callable[[list[bytes]], bool],
+    work: Path,
+) -> tuple[list[bytes], str]:
+    """Publish ``envs`` to a Faust worker; what it wrote on ``topic`` once ``done`` says so
+    (or 240 s passed), and the tail of its log for a failing assertion."""
     file = work / "events.jsonl"
     file.write_bytes(b"".join(to_json(e) + b"\n" for e in envs))
     proc = start_worker(bootstrap, prefix, work / "worker.log")
@@ -46,21 +53,29 @@ def worker_signals(
             check=False,
         )
         assert out.returncode == 0, out.stderr
-
-        def relevant(raw: list[bytes]) -> set[SignalKey]:
-            signals = [from_json(Signal, r) for r in raw]
-            return {signal_key(s.model_dump(mode="json")) for s in signals if s.kind in kinds}
-
-        raw = asyncio.run(
-            collect(
-                bootstrap,
-                topics.SIGNALS.full_name(prefix),
-                done=lambda got: len(relevant(got)) >= expect,
-                timeout_s=240,
-                settle_s=3.0,
-            )
-        )
-        return relevant(raw), (work / "worker.log").read_text()[-3000:]
+        raw = asyncio.run(collect(bootstrap, topic, done=done, timeout_s=240, settle_s=3.0))
+        return raw, (work / "worker.log").read_text()[-3000:]
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+def worker_signals(
+    bootstrap: str, prefix: str, envs: list[Envelope], kinds: set[str], *, expect: int, work: Path
+) -> tuple[set[SignalKey], str]:
+    """The worker's signals once ``expect`` of them came (or 240 s passed), and the tail of
+    its log for a failing assertion."""
+
+    def relevant(raw: list[bytes]) -> set[SignalKey]:
+        signals = [from_json(Signal, r) for r in raw]
+        return {signal_key(s.model_dump(mode="json")) for s in signals if s.kind in kinds}
+
+    raw, log = through_worker(
+        bootstrap,
+        prefix,
+        envs,
+        topic=topics.SIGNALS.full_name(prefix),
+        done=lambda got: len(relevant(got)) >= expect,
+        work=work,
+    )
+    return relevant(raw), log

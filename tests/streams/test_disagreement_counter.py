@@ -159,6 +159,7 @@ async def test_a_worker_counts_what_its_cluster_view_finds_and_never_goes_down()
         peaks=None,
         deltas=None,
         signals=signals,
+        actions=signals,
         peaks_topic="peaks",
         bindings_topic="bindings",
         queues_topic="queues",

@@ -7,7 +7,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +29,13 @@ from models.refusal import Refusal
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
+from streams.app.replay_actions import (
+    ActionsChoice,
+    LoopOutput,
+    action_summary,
+    settings_for,
+    source_of,
+)
 from streams.app.replay_summary import json_summary, print_summary, summary_of
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
@@ -37,6 +44,7 @@ from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 from streams.placement.experiment import check_protocol_inputs
 from streams.runner.embedded import EmbeddedRunner
+from streams.simulation.actuation import Progress as LoopProgress
 from streams.simulation.cluster import (
     ReplayOptions,
     SimulatedCluster,
@@ -46,6 +54,7 @@ from streams.simulation.cluster import (
 from streams.simulation.storm_tally import StormTally
 
 RUN_TABLES = (
+    "actions",
     "events",
     "gpu_samples",
     "node_profiles",
@@ -66,12 +75,18 @@ event-time minutes with the default quiet period (300 s), so 10,000 of them take
 longer than the bundled trace's 149."""
 
 
-def run_id_of(nodes: Path, pods: Path, options: ReplayOptions) -> str:
+def run_id_of(
+    nodes: Path, pods: Path, options: ReplayOptions, *, actions: ActionsChoice = ActionsChoice.OFF
+) -> str:
     """The same trace, options, analysis settings and schema give the same run id, so a
     repeated replay overwrites itself; change any of them and it is a different run."""
     h = hashlib.sha256()
     h.update(f"schema {SCHEMA_VERSION}".encode())
     settings = GpufragSettings()
+    if actions is not ActionsChoice.OFF:  # only when on, so runs without keep their ids
+        h.update(f"actions {actions.value}".encode())
+        h.update(settings.planners.model_dump_json().encode())
+        h.update(settings.guardrails.model_dump_json().encode())
     h.update(settings.analysis.model_dump_json().encode())
     h.update(settings.detectors.model_dump_json().encode())
     if settings.trace.start != TraceSettings().start:
@@ -178,6 +193,14 @@ def replay(
             "and places drawn from --seed; the summary says how many storms were found.",
         ),
     ] = 0,
+    actions: Annotated[
+        ActionsChoice,
+        typer.Option(
+            help="off: plan nothing; dry-run: plan actions through the guardrails and store "
+            "them, execute none; enforce: apply allowed actions to the simulated cluster "
+            "(evicted pods come back as new pods) and report what they changed.",
+        ),
+    ] = ActionsChoice.OFF,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a trace through the pipeline, store the history, print a summary.
@@ -209,6 +232,7 @@ def replay(
             node_limit=node_limit,
             source=source,
             inject_oom_storms=inject_oom_storms,
+            enforce_actions=actions is ActionsChoice.ENFORCE,
         )
         trace_settings = GpufragSettings().trace
         sim = SimulatedCluster(
@@ -220,7 +244,16 @@ def replay(
         )
         _check_runnable(sim, trace_pods, options, trace_settings)
         settings = store_settings(store)
-        run_id = run_id_of(nodes_path, pods_path, options)
+        run_id = run_id_of(nodes_path, pods_path, options, actions=actions)
+        baseline = None
+        if actions is not ActionsChoice.OFF:
+            baseline = SimulatedCluster(
+                trace.nodes,
+                trace_pods,
+                options=replace(options, enforce_actions=False),
+                trace=trace_settings,
+                oom_storm=GpufragSettings().detectors.oom_storm,
+            )
         typical = TypicalPods.from_shapes(
             (pod_shape(p) for p in trace_pods), coverage=GpufragSettings().analysis.coverage
         )
@@ -237,6 +270,8 @@ def replay(
                 as_json=as_json,
                 registry=registry,
                 refused=trace.refused,
+                actions=actions,
+                baseline=baseline,
             )
         )
     raise typer.Exit(code)
@@ -283,6 +318,8 @@ async def _replay(
     as_json: bool,
     registry: CollectorRegistry,
     refused: list[Refusal],
+    actions: ActionsChoice,
+    baseline: SimulatedCluster | None,
 ) -> int:
     console = Console(stderr=True)
     if metrics_port is not None:  # before the run is recorded: a taken port is the user's
@@ -304,14 +341,16 @@ async def _replay(
         run_id=run_id,
         track_arrivals=options.mode is TraceMode.FGD,
         on_signal=tally.observe,
+        actuate=sim.actuator.act if options.enforce_actions else None,
     )
     # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
     # paper; a live cluster learns it from the pods it sees instead.
-    pipeline = define_pipeline(GpufragSettings(), typical=typical).build()
+    pipeline = define_pipeline(settings_for(actions), typical=typical).build()
     progress = _progress_bar(console)
+    loop = LoopProgress()
     runner = EmbeddedRunner(
-        source=sim.events(),
-        output=output,
+        source=source_of(sim, loop),
+        output=LoopOutput(output, loop),
         pipeline=pipeline,
         pace=_pace(sim.start, speed),
         on_progress=progress.on_event,
@@ -341,6 +380,7 @@ async def _replay(
         return 130
     summary = summary_of(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
     summary["refused_rows"] = len(refused)
+    summary.update(action_summary(sim, baseline, output, pipeline.acting))
     storms = sim.injector.storms if sim.injector is not None else []
     summary.update(tally.counts(storms).as_summary())
     status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")

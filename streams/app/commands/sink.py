@@ -45,7 +45,8 @@ def sink(
     with user_errors():
         counts = asyncio.run(_run(bus, settings, group=group, run_id=run_id, duration_s=duration_s))
     typer.echo(
-        f"stored {counts['signals']} signals ({counts['repeats']} repeats dropped) and "
+        f"stored {counts['signals']} signals ({counts['repeats']} repeats dropped), "
+        f"{counts['actions']} action records and "
         f"{counts['dead_letters']} dead letters from {bus.bootstrap} into {settings.dsn}, "
         f"run {run_id!r}"
     )
@@ -78,9 +79,11 @@ async def _run(
     await rows.start()
     signals_topic = topics.SIGNALS.full_name(bus.prefix)
     dead_topic = topics.DEAD_LETTER.full_name(bus.prefix)
+    actions_topic = topics.ACTIONS.full_name(bus.prefix)
     consumer = AIOKafkaConsumer(
         signals_topic,
         dead_topic,
+        actions_topic,
         bootstrap_servers=bus.bootstrap,
         group_id=f"{bus.prefix}{group}",
         enable_auto_commit=False,
@@ -93,6 +96,7 @@ async def _run(
         run_id=run_id,
         signals_topic=signals_topic,
         dead_letter_topic=dead_topic,
+        actions_topic=actions_topic,
     )
     try:
         with stop_event(duration_s) as stop:

@@ -1,0 +1,65 @@
+"""`gpufrag replay --actions`: enforced actions are applied to the simulated cluster and place
+more GPU than the same replay without them; a dry run stores proposals and executes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at
+
+COMMON = ("replay", "--mode", "fgd", "--node-limit", "150", "--seed", "42", "--json")
+ACTION_KEYS = (
+    "actions_proposed",
+    "actions_executed",
+    "pending_made_placeable",
+    "allocated_gpu_pct_gain",
+)
+
+
+def _replay(dsn: str, actions: str) -> dict[str, object]:
+    out = gpufrag(dsn, *COMMON, "--actions", actions, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert isinstance(summary, dict)
+    return summary
+
+
+def _stored(dsn: str, run_id: object) -> list[tuple[str, str, str, str]]:
+    with store_at(dsn) as st:
+        rows = st.query(
+            "SELECT kind, mode, outcome, evidence FROM actions FINAL "
+            "WHERE run_id = {r:String} ORDER BY id",
+            {"r": str(run_id)},
+        ).rows
+    return [(str(k), str(m), str(o), str(e)) for k, m, o, e in rows]
+
+
+def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(tmp_path: Path) -> None:
+    dsn = dsn_for(tmp_path / "st")
+    off = _replay(dsn, "off")
+    assert [off[k] for k in ACTION_KEYS] == [0, 0, 0, 0.0]
+
+    dry = _replay(dsn, "dry-run")
+    assert dry["actions_proposed"] > 0
+    assert dry["actions_executed"] == 0 and dry["pending_made_placeable"] == 0
+    assert dry["alloc_pct"] == off["alloc_pct"]  # nothing reached the simulated cluster
+    dry_rows = _stored(dsn, dry["run_id"])
+    assert dry_rows and {mode for _, mode, _, _ in dry_rows} == {"dry_run"}
+    assert {outcome for _, _, outcome, _ in dry_rows} <= {"proposed", "refused"}
+
+    enforced = _replay(dsn, "enforce")
+    assert enforced["actions_executed"] > 0
+    assert enforced["pending_made_placeable"] > 0
+    gain = enforced["allocated_gpu_pct_gain"]
+    assert isinstance(gain, float) and gain > 0
+    assert isinstance(enforced["alloc_pct"], float) and isinstance(off["alloc_pct"], float)
+    assert abs(enforced["alloc_pct"] - off["alloc_pct"] - gain) < 0.01
+    rows = _stored(dsn, enforced["run_id"])
+    executed = [r for r in rows if r[2] == "executed"]
+    assert len(executed) == enforced["actions_executed"]
+    for kind, mode, _, evidence in executed:
+        assert mode == "enforce" and kind in ("reclaim", "consolidate")
+        proof = json.loads(evidence)["whatif"]
+        assert proof["placeable_before"] is False and proof["placeable_after"] is True
+    assert len({off["run_id"], dry["run_id"], enforced["run_id"]}) == 3
