@@ -67,9 +67,9 @@ def test_wrap_derives_key_and_id() -> None:
     assert len(env.id) == 40
     # Pinned: the id must not depend on the process (no hash(), no randomness), or
     # redelivered messages would stop deduplicating after a restart. A new model field changes
-    # it once (here Pod.gpu_memory_limit_mib and the request's HAMi and renamed-replica
-    # fields), which is why it is pinned.
-    assert env.id == "f994b539567c466dedd9586f9505cc4418bb1034"
+    # it once (here Pod.gpu_memory_limit_mib, the request's HAMi and renamed-replica fields,
+    # and Pod.labels), which is why it is pinned.
+    assert env.id == "fedbf69b7e6d26c5df9c67c2f2e401fb5b8636e3"
 
 
 def test_id_differs_when_anything_differs() -> None:

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import orjson
 
 from connectors.clickhouse import Store
-from models import to_json
+from models import Action, ActionKind, ActionMode, ActionOutcome, Scope, to_json
+from models.actuation import EvictPod
 from models.refusal import Refusal
 from streams.app.topic_sink import TopicSink
 from tests.connectors.clickhouse.factories import signal
@@ -72,7 +73,14 @@ async def test_records_become_rows_once_and_bad_ones_are_kept_with_the_reason(
     )
     await out.run(stop)
     await sink.flush()
-    assert out.counts == {"signals": 1, "repeats": 1, "dead_letters": 1, "unreadable": 1}
+    assert out.counts == {
+        "signals": 1,
+        "repeats": 1,
+        "dead_letters": 1,
+        "unreadable": 1,
+        "actions": 0,
+        "action_requests": 0,
+    }
     assert consumer.commits == 2  # after each batch's rows were stored
     rows = store.query("SELECT fingerprint, run_id FROM signals").rows
     assert [tuple(r) for r in rows] == [(sig.fingerprint, "live")]
@@ -104,3 +112,40 @@ async def test_a_watchers_refusal_on_the_dead_letter_topic_is_stored_as_its_sour
     assert [tuple(map(str, r)) for r in rows] == [
         ("source:kube/pods", f"mapping: {refusal.detail}", refusal.raw)
     ]
+
+
+async def test_action_records_become_rows_and_requests_are_left_to_the_actuator(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    common = {"kind": ActionKind.RECLAIM, "reason": "room for ml/job", "target_scope": Scope.POD}
+    proposed = Action(
+        id="r-1", outcome=ActionOutcome.PROPOSED, target="ml/a", created_at=at, **common
+    )
+    executed = proposed.model_copy(
+        update={"outcome": ActionOutcome.EXECUTED, "mode": ActionMode.ENFORCE}
+    )
+    request = EvictPod(id="r-1", kind=ActionKind.RECLAIM, reason="x", namespace="ml", name="a")
+    batches = [
+        {TP("actions", 0): [Record(0, 0, to_json(proposed)), Record(1, 0, to_json(request))]},
+        {TP("actions", 0): [Record(2, 0, to_json(executed)), Record(3, 0, b'{"id": 1}')]},
+    ]
+    stop = asyncio.Event()
+    sink = make_sink()
+    await sink.start()
+    out = TopicSink(
+        consumer=Consumer(batches, stop),
+        sink=sink,
+        run_id="live",
+        signals_topic="signals",
+        dead_letter_topic="dlq",
+        actions_topic="actions",
+    )
+    await out.run(stop)
+    await sink.flush()
+    assert (out.counts["actions"], out.counts["action_requests"]) == (2, 1)
+    assert out.counts["unreadable"] == 1
+    rows = store.query("SELECT id, outcome, mode FROM actions FINAL").rows
+    assert [tuple(r) for r in rows] == [("r-1", "executed", "enforce")]  # the outcome replaces
+    (dead,) = store.query("SELECT reason FROM dead_letter").rows
+    assert "unreadable action" in str(dead[0])
