@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes_asyncio.client import ApiClient, CoreV1Api, V1Namespace, V1ObjectMeta
 
+from connectors.kube import api_client_for
+from models import KubeSettings
 from tests.local_apiserver import ApiServer
 from tests.paths import PUBLISHED_DIR, REPO_ROOT, TRACE_DIR
 
@@ -71,3 +75,49 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 def topic_prefix() -> str:
     """Each test its own topics on the shared broker."""
     return f"t{uuid.uuid4().hex[:10]}."
+
+
+@pytest.fixture
+def kubeconfig(apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kubeconfig for the real kube-apiserver (TLS verified against its CA, bearer token)."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": apiserver.url,
+                            "certificate-authority": str(apiserver.ca_cert),
+                        },
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": apiserver.token}}],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+                "current-context": "local",
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+async def client(kubeconfig: Path) -> AsyncIterator[ApiClient]:
+    """An API client made the way the watchers make theirs: from a kubeconfig."""
+    api = await api_client_for(KubeSettings(kubeconfig=str(kubeconfig)))
+    yield api
+    await api.close()
+
+
+@pytest.fixture
+async def namespace(client: ApiClient) -> AsyncIterator[str]:
+    name = f"gpufrag-{uuid.uuid4().hex[:10]}"
+    core = CoreV1Api(client)
+    await core.create_namespace(V1Namespace(metadata=V1ObjectMeta(name=name)))
+    yield name
+    # No namespace controller runs: the namespace stays Terminating with its pods in it.
+    await core.delete_namespace(name)

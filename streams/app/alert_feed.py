@@ -20,6 +20,7 @@ from connectors.alerts.dispatcher import DeadLetterWriter
 from models import Signal, from_json
 from models.refusal import Refusal
 from models.settings import AlertSettings
+from streams.app.stopping import unless_stopped
 
 __all__ = ["NO_SINK", "AlertFeed", "alerts_beside"]
 
@@ -53,7 +54,7 @@ class AlertFeed:
             for tp, records in batch.items():
                 for r in records:
                     await self._take(tp.topic, tp.partition, r.offset, r.value)
-            if not await self._settled_unless(stop):
+            if not await unless_stopped(self.dispatcher.settled(), stop):
                 return  # stopping: not committed, so read again by the next run
             try:
                 await self.consumer.commit()
@@ -79,19 +80,6 @@ class AlertFeed:
             )
             return
         self.dispatcher.submit(signal)
-
-    async def _settled_unless(self, stop: asyncio.Event) -> bool:
-        """True once the dispatcher settled; False if ``stop`` came first."""
-        settled = asyncio.create_task(self.dispatcher.settled())
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait((settled, stopping), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (settled, stopping):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        return settled.done() and not settled.cancelled()
 
 
 @contextlib.asynccontextmanager

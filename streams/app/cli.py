@@ -27,6 +27,7 @@ COMMANDS = {
     "worker": "worker",
     "sink": "sink",
     "alert": "alert",
+    "actuate": "actuate",
     "watch": "watch",
     "frag": "frag",
     "experiment": "experiment",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["stop_event"]
+__all__ = ["stop_event", "unless_stopped"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -28,3 +30,17 @@ def stop_event(duration_s: float | None) -> Iterator[asyncio.Event]:
             loop.remove_signal_handler(sig)
         if timer is not None:
             timer.cancel()
+
+
+async def unless_stopped(wait: Coroutine[Any, Any, object], stop: asyncio.Event) -> bool:
+    """True once ``wait`` finished; False if ``stop`` came first (``wait`` is then cancelled)."""
+    waiting = asyncio.create_task(wait)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return waiting.done() and not waiting.cancelled()

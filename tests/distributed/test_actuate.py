@@ -1,0 +1,179 @@
+"""`gpufrag actuate` end to end, on the real broker and the real kube-apiserver: requests on the
+actions topic become outcome records on the same topic (keyed by action id), an enforcing
+actuator evicts through the Eviction API while it holds the Lease, a dry-run one touches
+nothing, and a request that does not validate lands on the dead-letter topic."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from kubernetes_asyncio.client import ApiClient
+
+from connectors.kafka.producer import acked_producer
+from models import EvictPod, to_json
+from streams.app.bus import Bus
+from streams.distributed import topics
+from tests.connectors.kube.actuator_helpers import (
+    ENFORCE,
+    lease_holder,
+    pod_or_none,
+    running_pod,
+)
+from tests.distributed.worker_helpers import collect, kafka_env
+
+pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
+
+WITHIN_S = 120.0
+BAD = b'{"op": "evict", "id": "bad-1", "kind": "reclaim"}'
+
+
+async def _publish(bootstrap: str, prefix: str, values: list[tuple[str, bytes]]) -> None:
+    await Bus(bootstrap, prefix, 1).ensure_topics()
+    producer = acked_producer(bootstrap, client_id="test-actuate")
+    await producer.start()
+    try:
+        for key, value in values:
+            await producer.send_and_wait(
+                topics.ACTIONS.full_name(prefix), key=key.encode(), value=value
+            )
+    finally:
+        await producer.stop()
+
+
+async def _outcomes(bootstrap: str, prefix: str, ids: set[str]) -> dict[str, dict[str, object]]:
+    """The outcome records of ``ids`` on the actions topic, once all are there."""
+
+    def records(got: list[bytes]) -> dict[str, dict[str, object]]:
+        out = {}
+        for raw in got:
+            body = orjson.loads(raw)
+            if isinstance(body, dict) and "outcome" in body and body["id"] in ids:
+                out[body["id"]] = body
+        return out
+
+    got = await collect(
+        bootstrap,
+        topics.ACTIONS.full_name(prefix),
+        done=lambda got: records(got).keys() == ids,
+        timeout_s=WITHIN_S,
+    )
+    return records(got)
+
+
+async def _all_committed(bootstrap: str, prefix: str) -> None:
+    """Wait until the actuator's group committed every record of the actions topic (its own
+    outcomes included: it reads them too, and skips them)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-actuator", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        name = topics.ACTIONS.full_name(prefix)
+        tps = [TopicPartition(name, p) for p in range(topics.ACTIONS.partitions)]
+        deadline = asyncio.get_running_loop().time() + WITHIN_S
+        while True:
+            ends = await consumer.end_offsets(tps)
+            behind = {tp: ends[tp] - ((await consumer.committed(tp)) or 0) for tp in tps}
+            if not any(n > 0 for n in behind.values()):
+                return
+            assert asyncio.get_running_loop().time() < deadline, behind
+            await asyncio.sleep(0.2)
+    finally:
+        await consumer.stop()
+
+
+async def _actuate(
+    bootstrap: str, prefix: str, kubeconfig: Path, ids: set[str], mode: str, namespace: str
+) -> tuple[dict[str, dict[str, object]], str]:
+    """Run `gpufrag actuate` until the outcomes of ``ids`` are on the topic and every record is
+    committed, then stop it (SIGTERM); the outcomes and what it printed."""
+    log = kubeconfig.parent / "actuate.log"
+    env = {
+        **kafka_env(bootstrap),
+        "GPUFRAG_GUARDRAILS__MODE": mode,
+        "GPUFRAG_KUBE__KUBECONFIG": str(kubeconfig),
+        "GPUFRAG_ACTUATOR__NAMESPACE": namespace,
+        "GPUFRAG_ACTUATOR__IDENTITY": "actuate-test",
+    }
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "streams.app", "actuate", "--prefix", prefix),
+            *("--duration-s", str(WITHIN_S * 2), "--loglevel", "info"),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        got = await _outcomes(bootstrap, prefix, ids)
+        await _all_committed(bootstrap, prefix)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = await asyncio.to_thread(proc.wait, 60)
+    out = log.read_text()
+    assert rc == 0, out[-3000:]
+    return got, out
+
+
+async def test_enforce_evicts_and_records_the_outcomes(
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    client: ApiClient,
+    namespace: str,
+    kubeconfig: Path,
+) -> None:
+    uid = await running_pod(client, namespace, "notebook", app="nb")
+    evict = EvictPod(id="e1", namespace=namespace, name="notebook", uid=uid, **ENFORCE)
+    nobody = EvictPod(id="e2", namespace=namespace, name="nobody", **ENFORCE)
+    await _publish(
+        kafka_bootstrap,
+        topic_prefix,
+        [("e1", to_json(evict)), ("e2", to_json(nobody)), ("bad-1", BAD)],
+    )
+    got, out = await _actuate(
+        kafka_bootstrap, topic_prefix, kubeconfig, {"e1", "e2"}, "enforce", namespace
+    )
+    assert (got["e1"]["outcome"], got["e2"]["outcome"]) == ("executed", "gone"), got
+    assert {a["mode"] for a in got.values()} == {"enforce"}
+    assert got["e1"]["evidence"]["actuator"]["holder"] == "actuate-test"  # type: ignore[index]
+    pod = await pod_or_none(client, namespace, "notebook")
+    # No kubelet confirms the end of a graceful deletion: the pod is gone or terminating.
+    assert pod is None or "deletionTimestamp" in pod["metadata"], pod
+    assert "3 requests read (1 invalid, dead-lettered): 1 executed, 1 gone" in out, out[-3000:]
+    # stopped: the Lease was released for a standby
+    assert await lease_holder(client, namespace, "gpufrag-actuator") is None
+    letters = await collect(
+        kafka_bootstrap, topics.DEAD_LETTER.full_name(topic_prefix), until=1, timeout_s=WITHIN_S
+    )
+    body = orjson.loads(letters[0])
+    assert (body["source"], body["reason"], body["raw"]) == (
+        f"kafka/{topics.ACTIONS.full_name(topic_prefix)}",
+        "invalid_action_request",
+        BAD.decode(),
+    )
+
+
+async def test_without_enforce_every_request_is_proposed(
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    client: ApiClient,
+    namespace: str,
+    kubeconfig: Path,
+) -> None:
+    uid = await running_pod(client, namespace, "trainer", app="train")
+    evict = EvictPod(id="d1", namespace=namespace, name="trainer", uid=uid, **ENFORCE)
+    await _publish(kafka_bootstrap, topic_prefix, [("d1", to_json(evict))])
+    got, out = await _actuate(
+        kafka_bootstrap, topic_prefix, kubeconfig, {"d1"}, "dry-run", namespace
+    )
+    assert (got["d1"]["outcome"], got["d1"]["mode"]) == ("proposed", "dry_run"), got
+    pod = await pod_or_none(client, namespace, "trainer")
+    assert pod is not None and "deletionTimestamp" not in pod["metadata"]
+    assert "1 requests read (0 invalid, dead-lettered): 1 proposed" in out, out[-3000:]
