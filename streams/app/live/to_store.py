@@ -22,6 +22,7 @@ from connectors.refusals import RefusalLog
 from models import GpufragSettings, StoreSettings
 from models.refusal import Refusal
 from models.settings import AlertSettings
+from streams.app.actuate_feed import actuator_for
 from streams.app.alert_feed import alerts_beside
 from streams.app.history import open_history
 from streams.app.live.refused import RefusalPump
@@ -80,7 +81,11 @@ async def watch_to_store(
         async with (
             pump.running(dead_letters_into(sink)),
             alerts_beside(alerts, dead_letter=dead_letter_into(sink), registry=registry) as sent,
+            actuator_for(settings) as (actuator, _),
         ):
+            # enforce requests (made only with guardrails.mode=enforce) to the kube actuator;
+            # in any other mode it has no API client and answers every request as proposed
+            output.actuate = actuator.act
             if sent is not None:
                 output.on_signal = sent.submit  # each signal to the sinks as it is stored
                 alert_counts = sent.counts
