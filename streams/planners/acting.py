@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 
@@ -42,6 +43,9 @@ __all__ = ["Acting", "ActingOutput"]
 log = logging.getLogger(__name__)
 ActingOutput = Action | ActionRequest
 LIFTS = frozenset({"uncordon", "untaint"})
+AWAITED = 10_000
+"""Enforced actions whose outcome is still awaited: at the default limit of 10 evictions per
+10 min, a week's worth."""
 NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | type[UntaintNode]] = {
     "cordon": CordonNode,
     "taint": TaintNode,
@@ -75,8 +79,10 @@ class Acting:
         used up (counted, not recorded: no plan, so no action to refuse)."""
         self.errors = 0
         """Signals a planner failed on (logged; the signal itself is kept)."""
-        self.candidates: dict[str, Candidate] = {}
-        """Enforced actions awaiting their outcome, by id (the breaker's input)."""
+        self.candidates: OrderedDict[str, Candidate] = OrderedDict()
+        """Enforced actions awaiting their outcome, by id (the breaker's input); the oldest
+        are forgotten past ``AWAITED``, as a host that never reports outcomes would otherwise
+        grow it forever."""
 
     @property
     def on(self) -> bool:
@@ -143,6 +149,8 @@ class Acting:
             for n, request in enumerate(requests):
                 self.candidates[request.id] = cands[min(n, len(cands) - 1)]
                 out.append(request.model_copy(update={"mode": ActionMode.ENFORCE}))
+            while len(self.candidates) > AWAITED:
+                self.candidates.popitem(last=False)
         return out
 
     def _records(
