@@ -13,8 +13,6 @@ Every failure leaves this module as a :class:`StoreError` with a one-line messag
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import sys
@@ -36,6 +34,7 @@ from connectors.clickhouse.dsn import (
     one_line,
     parse_dsn,
 )
+from connectors.clickhouse.holder import lock_holder
 from models.settings import StoreSettings
 
 __all__ = ["QueryResult", "Store", "StoreError", "open_store"]
@@ -109,11 +108,23 @@ class Store:
         with self._call(sql) as client:
             client.command(sql, parameters=dict(parameters) if parameters else None)
 
-    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> QueryResult:
+    def query(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        settings: Mapping[str, str] | None = None,
+    ) -> QueryResult:
         """Run a query. Values are bound by the server: write ``{name:Type}`` placeholders in
-        ``sql`` and pass ``parameters={"name": value}``; nothing is pasted into the text."""
+        ``sql`` and pass ``parameters={"name": value}``; nothing is pasted into the text.
+        ``settings`` are ClickHouse settings for this query alone (``readonly`` for a user's
+        ad-hoc SQL)."""
         with self._call(sql) as client:
-            result = client.query(sql, parameters=dict(parameters) if parameters else None)
+            result = client.query(
+                sql,
+                parameters=dict(parameters) if parameters else None,
+                settings=dict(settings) if settings else None,
+            )
             return QueryResult(
                 columns=list(result.column_names), rows=[tuple(r) for r in result.result_rows]
             )
@@ -296,11 +307,12 @@ def _chdb_open_failure(path: Path, text: str, engine_said: Sequence[str] = ()) -
             f"cannot open the store at {path}: this process already has the store at {other} "
             "open, and chDB allows one store per process; close it first"
         )
-    holder = _lock_holder(path)
+    holder = lock_holder(path)
     if holder is not None:
         return (
-            f"the store at {path} is in use by another gpufrag process{holder}; wait for it "
-            "to finish or use a server DSN (GPUFRAG_STORE__DSN=http://...)"
+            f"the store at {path} is in use by another gpufrag process{holder}; chDB lets one "
+            "process open a store, so read it after that one stops, or while it runs through a "
+            "ClickHouse server DSN (--store or GPUFRAG_STORE__DSN=http://...)"
         )
     reason = one_line(text.split("Failed to create connection:", 1)[-1])
     for said in engine_said:
@@ -312,31 +324,6 @@ def _chdb_open_failure(path: Path, text: str, engine_said: Sequence[str] = ()) -
         f"cannot open the store at {path}: {reason}; if the directory is damaged, move it "
         "aside (or point GPUFRAG_STORE__DSN elsewhere)"
     )
-
-
-def _lock_holder(path: Path) -> str | None:
-    """None if nobody holds the engine's lock on ``<path>/status``, else " (pid N)" or ""."""
-    status = path / "status"
-    try:
-        fd = os.open(status, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                return None
-            try:
-                first = os.read(fd, 200).decode(errors="replace").splitlines()
-            except OSError:
-                first = []
-            pid = next((ln.split(":", 1)[1].strip() for ln in first if ln.startswith("PID:")), "")
-            return f" (pid {pid})" if pid else ""
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def _between(text: str, start: str, end: str) -> str | None:

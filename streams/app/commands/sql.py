@@ -1,4 +1,6 @@
-"""`gpufrag sql`: the named analyses over the stored history."""
+"""`gpufrag sql`: the named analyses over the stored history, a user's own read-only query
+(``--query``, see :mod:`streams.app.adhoc_sql`), and the tables there are to query
+(``--schema``)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from rich.table import Table
 
 from connectors.clickhouse.migrate import default_sql_dir
 from connectors.clickhouse.store import Store
+from streams.app.adhoc_sql import checked_query, run_read_only, schema, schema_lines
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import (
@@ -92,11 +95,27 @@ def sql(
     list_queries: Annotated[
         bool, typer.Option("--list", help="List the named queries and their parameters.")
     ] = False,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            help="Run one read-only statement (SELECT, WITH, SHOW, DESCRIBE) of your own; "
+            "--param k=v binds a {k:Type} placeholder in it.",
+        ),
+    ] = None,
+    show_schema: Annotated[
+        bool, typer.Option("--schema", help="List the store's tables and their columns.")
+    ] = False,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
 ) -> None:
     """Run a named analysis over the stored history; run_id defaults to the latest finished
-    run. Which run was read is said on stderr (and a run that did not finish, when named)."""
+    run. Which run was read is said on stderr (and a run that did not finish, when named).
+    --query runs your own SQL with ClickHouse's readonly setting; --schema lists the tables."""
     with user_errors():
+        _check_one_mode(name, query=query, show_schema=show_schema, list_queries=list_queries)
+        if query is not None or show_schema:
+            _adhoc(query, parse_param_options(param or []), fmt=fmt, dsn=store)
+            return
         queries = load_queries(queries_dir())
         if list_queries or name is None:
             for q in queries.values():
@@ -112,6 +131,51 @@ def sql(
         st = open_history_to_read(store_settings(store))
         columns, rows, choice = run_named(st, queries[name], given)
     _tell(choice)
+    _print_rows(columns, rows, fmt=fmt, title=name)
+
+
+def _check_one_mode(
+    name: str | None, *, query: str | None, show_schema: bool, list_queries: bool
+) -> None:
+    """A named query, --query, --schema and --list each say what to run: two at once would
+    leave one silently unused."""
+    given = [
+        what
+        for what, on in (
+            (f"the named query {name!r}", name is not None),
+            ("--query", query is not None),
+            ("--schema", show_schema),
+            ("--list", list_queries),
+        )
+        if on
+    ]
+    if len(given) > 1:
+        raise QueryError(f"{' and '.join(given)} cannot be used together: give one")
+
+
+def _adhoc(query: str | None, given: dict[str, str], *, fmt: Format, dsn: str | None) -> None:
+    """--query or --schema (when ``query`` is None); both only read, with readonly = 1."""
+    if query is None and given:
+        raise QueryError("--param goes with a named query or --query, not --schema")
+    checked = checked_query(query, given) if query is not None else None
+    st = open_history_to_read(store_settings(dsn))
+    try:
+        if checked is not None:
+            res = run_read_only(st, *checked)
+            _print_rows(res.columns, res.rows, fmt=fmt, title="query")
+            return
+        tables = schema(st)
+    finally:
+        st.close()
+    if fmt is Format.JSON:
+        typer.echo(json.dumps(tables))
+    else:
+        typer.echo("\n".join(schema_lines(tables)))
+
+
+def _print_rows(
+    columns: list[str], rows: list[tuple[object, ...]], *, fmt: Format, title: str
+) -> None:
     if fmt is Format.JSON:
         typer.echo(json.dumps([dict(zip(columns, map(_plain, r), strict=True)) for r in rows]))
     elif fmt is Format.CSV:
@@ -122,7 +186,7 @@ def sql(
             w.writerow([_plain(v) for v in r])
         typer.echo(buf.getvalue(), nl=False)
     else:
-        table = Table(title=f"{name} ({len(rows)} rows)")
+        table = Table(title=f"{title} ({len(rows)} rows)")
         for c in columns:
             table.add_column(c)
         for r in rows:

@@ -176,7 +176,8 @@ def test_a_second_process_gets_the_in_use_message(
     path = store_settings.dsn.removeprefix("chdb://")  # type: ignore[union-attr]
     assert line.startswith(f"the store at {path} is in use by another gpufrag process (pid ")
     assert line.endswith(
-        "wait for it to finish or use a server DSN (GPUFRAG_STORE__DSN=http://...)"
+        "read it after that one stops, or while it runs through a ClickHouse server DSN "
+        "(--store or GPUFRAG_STORE__DSN=http://...)"
     )
     assert "Traceback" not in done.stderr
     # The holder is unaffected.
