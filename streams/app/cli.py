@@ -23,6 +23,7 @@ COMMANDS = {
     "explain": "explain",
     "report": "report",
     "actions": "actions",
+    "whatif": "whatif",
     "publish": "publish",
     "worker": "worker",
     "sink": "sink",
