@@ -49,6 +49,16 @@ def test_whatif_on_a_recorded_random_placement(tmp_path: Path) -> None:
     diff = abs(float(str(same["whatif_alloc_pct"])) - float(str(same["recorded_alloc_pct"])))
     assert diff < 0.5, same
 
+    # the report's what-if section: both curves in one figure, the end figures in its caption
+    page = tmp_path / "r.html"
+    out = gpufrag(dsn, "report", "--whatif", "fgd", "--out", str(page))
+    assert out.returncode == 0, out.stderr
+    html = page.read_text()
+    section = html[html.index('id="whatif"') :]
+    assert f"{fgd['whatif_alloc_pct']:.2f} % under fgd" in section
+    assert "data:image/png;base64," in section
+    assert 'id="whatif"' not in (gpufrag(dsn, "report", "--out", str(page)), page.read_text())[1]
+
     # bad input: one line, exit status 2
     for args, needle in (
         (("--policy", "fgd", "--run", "nope"), "no run 'nope'"),

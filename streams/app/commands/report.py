@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -10,11 +11,22 @@ import orjson
 import typer
 
 from connectors.clickhouse.store import Store
+from models.bounds import TIME_MAX, TIME_MIN
 from streams.app.commands.sql import read_run
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
-from streams.app.report.data import FragPoint, ReportData, RunInfo, SignalRow, StrandedNode
+from streams.app.recorded import Window, read_recorded
+from streams.app.report.data import (
+    FragPoint,
+    ReportData,
+    RunInfo,
+    SignalRow,
+    StrandedNode,
+    WhatIfCurves,
+)
+from streams.placement.policies import POLICIES
+from streams.placement.whatif import CurvePoint, replay_recorded
 
 MAX_CURVE_POINTS = 2000
 
@@ -149,6 +161,29 @@ def _aware(value: object) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def whatif_curves(store: Store, run_id: str, policy: str) -> WhatIfCurves:
+    recorded = read_recorded(store, Window(run_id, TIME_MIN, TIME_MAX))
+    if not recorded.nodes or not recorded.pods:
+        raise QueryError(f"run {run_id} recorded no nodes or no pods: no what-if to show")
+    result = replay_recorded(
+        recorded.nodes, recorded.pods, policy=policy, seed=42, end=recorded.end
+    )
+    last = recorded.curve[-1] if recorded.curve else None
+    return WhatIfCurves(
+        policy=policy,
+        recorded=tuple((p.at.timestamp(), p.alloc_pct) for p in _thin(recorded.curve)),
+        whatif=tuple((p.at.timestamp(), p.alloc_pct) for p in result.curve),
+        recorded_alloc_pct=None if last is None else last.alloc_pct,
+        whatif_alloc_pct=result.alloc_pct,
+        failed_recorded=result.failed_recorded,
+        failed_whatif=result.failed_whatif,
+    )
+
+
+def _thin(points: list[CurvePoint]) -> list[CurvePoint]:
+    return points[:: max(1, len(points) // MAX_CURVE_POINTS)]
+
+
 def report(
     out: Annotated[Path, typer.Option(help="Where to write the HTML page.")] = Path(
         "gpufrag-report.html"
@@ -157,13 +192,25 @@ def report(
         str | None, typer.Option(help="Run id; default: the latest finished run.")
     ] = None,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
+    whatif: Annotated[
+        str | None,
+        typer.Option(
+            help="Add a what-if section: the run's pods placed again under this policy "
+            "(random, best-fit, fgd), as `gpufrag whatif` does."
+        ),
+    ] = None,
 ) -> None:
     """Write a self-contained HTML page (PNG plots inside) about a stored run: fragmentation
-    and allocation over the run, pending pods by blocking reason, top stranded nodes, signals."""
+    and allocation over the run, pending pods by blocking reason, top stranded nodes, signals,
+    and with --whatif the run beside another placement policy."""
     with user_errors():
+        if whatif is not None and whatif not in POLICIES:
+            raise QueryError(f"unknown policy {whatif!r}; known: {', '.join(sorted(POLICIES))}")
         st = open_history_to_read(store_settings(store))
         run_id = read_run(st, run)
         data = load_report(st, run_id)
+        if whatif is not None:
+            data = replace(data, whatif=whatif_curves(st, run_id, whatif))
         from streams.app.report.render import write_report  # matplotlib: only when asked
 
         path = write_report(data, out)

@@ -69,6 +69,20 @@ class SignalRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WhatIfCurves:
+    """The run's allocation beside the same pods placed again under ``policy``
+    (`gpufrag whatif`): (POSIX seconds, % of cluster GPUs allocated) each."""
+
+    policy: str
+    recorded: tuple[tuple[float, float], ...]
+    whatif: tuple[tuple[float, float], ...]
+    recorded_alloc_pct: float | None
+    whatif_alloc_pct: float
+    failed_recorded: int
+    failed_whatif: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReportData:
     """Everything one report page shows, already aggregated by the loader.
 
@@ -88,3 +102,5 @@ class ReportData:
     signal_counts: tuple[tuple[str, str, int], ...]
     recent_signals: tuple[SignalRow, ...]
     generated_at: datetime
+    whatif: WhatIfCurves | None = None
+    """With ``report --whatif POLICY`` only."""

@@ -101,6 +101,7 @@ def render_report(data: ReportData) -> str:
         "detections for one run.</p>",
         _summary_section(run),
         _figures_section(data),
+        _whatif_section(data),
         _signal_counts_section(data.signal_counts),
         _recent_signals_section(data.recent_signals),
         "</main>",
@@ -227,6 +228,35 @@ def _figures_section(data: ReportData) -> str:
                 "Bar chart of idle GPUs on the top stranded nodes",
                 stranded_caption,
                 _stranded_details(data),
+            ),
+        ]
+    )
+
+
+def _whatif_section(data: ReportData) -> str:
+    """Only with ``report --whatif``: the run beside the same pods under another policy."""
+    w = data.whatif
+    if w is None:
+        return ""
+    from streams.app.report.whatif_plot import whatif_plot
+
+    recorded = "-" if w.recorded_alloc_pct is None else f"{w.recorded_alloc_pct:.2f} %"
+    caption = (
+        f"<b>What-if under {escape(w.policy)}.</b> The nodes and pods this run recorded, placed "
+        f"again in their recorded order under the {escape(w.policy)} policy (`gpufrag "
+        f"whatif`): allocated at the end {recorded} recorded, {w.whatif_alloc_pct:.2f} % under "
+        f"{escape(w.policy)}; pods that never ran {w.failed_recorded} recorded, "
+        f"{w.failed_whatif} under {escape(w.policy)}. <b>Why it matters:</b> the gap is what "
+        "the placement policy alone costs this cluster, on its own workload."
+    )
+    return "".join(
+        [
+            '<h2 id="whatif">What-if</h2>',
+            _figure(
+                whatif_plot(w),
+                f"Line chart of allocation, recorded and under {w.policy}",
+                caption,
+                "",
             ),
         ]
     )
