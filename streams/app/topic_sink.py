@@ -1,4 +1,5 @@
-"""The distributed runner's outputs into the history store: signals, actions, dead letters.
+"""The distributed runner's outputs into the history store: signals, actions, dead letters,
+and (``topic_history``) the input events, profile snapshots and per-instant cluster reports.
 
 At least once, idempotently: offsets are committed only after the rows they carried are in the
 store (or, if the store stays down, spooled by the sink), and each row has the store's key, so a
@@ -23,6 +24,7 @@ from connectors.clickhouse.rows import Row, action_row, refusal_row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from models import Action, Signal, from_json
 from models.refusal import Refusal
+from streams.app.topic_history import HistoryRows
 
 log = logging.getLogger(__name__)
 RECENT_KEYS = 100_000
@@ -39,14 +41,17 @@ class TopicSink:
         signals_topic: str,
         dead_letter_topic: str,
         actions_topic: str | None = None,
+        history: HistoryRows | None = None,
     ) -> None:
-        """``consumer``: a started aiokafka consumer subscribed to both topics, auto-commit off."""
+        """``consumer``: a started aiokafka consumer subscribed to every topic named here
+        (``history``'s too), auto-commit off."""
         self.consumer = consumer
         self.sink = sink
         self.run_id = run_id
         self.signals_topic = signals_topic
         self.dead_letter_topic = dead_letter_topic
         self.actions_topic = actions_topic
+        self.history = history
         self._recent: OrderedDict[tuple[str, ...], None] = OrderedDict()
         self.counts = {
             "signals": 0,
@@ -63,6 +68,12 @@ class TopicSink:
             rows: dict[str, list[Row]] = {}
             for tp, records in batch.items():
                 for r in records:
+                    if self.history is not None and self.history.handles(tp.topic):
+                        for name, kept in self.history.rows(
+                            tp.topic, tp.partition, r.offset, r.value or b""
+                        ):
+                            rows.setdefault(name, []).append(kept)
+                        continue
                     table, row = self._row(tp.topic, tp.partition, r.offset, r.timestamp, r.value)
                     if row is not None:
                         rows.setdefault(table, []).append(row)

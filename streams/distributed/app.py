@@ -203,6 +203,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         bindings_topic=name[topics.NODE_BINDINGS.name],
         queues_topic=name[topics.QUEUES.name],
         binding_partitions=topics.NODE_BINDINGS.partitions,
+        reports=topic(topics.CLUSTER_REPORTS),
     )
     marks = _marks(cfg, name)
     tables = {n: table(n) for n in ("tasks", "node-states", "cluster")}

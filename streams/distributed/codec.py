@@ -1,4 +1,5 @@
-"""The runner's internal messages on Kafka: bindings, peaks, profile deltas, dead letters.
+"""The runner's internal messages on Kafka: bindings, peaks, profile deltas, cluster reports,
+dead letters.
 
 JSON with a ``type`` and a ``v`` (version) field; profiles and tasks travel as their pydantic
 JSON, so a consumer validates what it reads exactly as the models define it.
@@ -11,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from models import Envelope, NodeProfile, TaskProfile, from_json
+from models.analysis import InstantReport
 from models.progress import SourceProgress
 from streams.instants import OrderKey
 from streams.profiles.join import (
@@ -130,6 +132,24 @@ def _message(body: dict[str, Any], at: datetime) -> Message:
             body["key"], None if p is None else TaskProfile.model_validate(p), at
         )
     raise DecodeError(f"unknown message type {kind!r}")
+
+
+_REPORT = TypeAdapter(InstantReport)
+
+
+def encode_report(report: InstantReport) -> bytes:
+    """The cluster view's report on one instant (the embedded runner's ``InstantReport``):
+    pydantic's JSON of the dataclass, its explanations' tasks as their model JSON."""
+    return _REPORT.dump_json(report)
+
+
+def decode_report(data: bytes) -> InstantReport:
+    try:
+        return _REPORT.validate_json(data)
+    except ValidationError:
+        raise
+    except Exception as exc:
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
 
 
 def describe_error(exc: Exception) -> str:

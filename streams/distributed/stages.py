@@ -5,7 +5,8 @@
 - nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
   -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
 - cluster view (one partition, low rate): deltas, and quota and queue objects straight from
-  their topic -> ``ClusterAnalysis``, one event-time instant at a time; sends signals.
+  their topic -> ``ClusterAnalysis``, one event-time instant at a time; sends signals, and
+  the view's report on each instant (fragmentation, pending explanations) for the history.
 
 Keyed operators' state lives in the stage's table, one entry per key, and is loaded into the
 operator when a key is first used after a start or a rebalance; the cluster view is restored
@@ -31,9 +32,17 @@ from models import (
     Signal,
     to_json,
 )
+from models.analysis import InstantReport
 from models.progress import SourceProgress
 from streams.detectors.cluster import ClusterAnalysis
-from streams.distributed.codec import DecodeError, decode, decode_input, encode, encode_progress
+from streams.distributed.codec import (
+    DecodeError,
+    decode,
+    decode_input,
+    encode,
+    encode_progress,
+    encode_report,
+)
 from streams.distributed.stage import Decoded, Direct, Held, StageCounters, released_key
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
@@ -77,6 +86,8 @@ class Outlets:
     bindings_topic: str
     queues_topic: str
     binding_partitions: int
+    reports: Any = None
+    """The cluster view's per-instant reports; None: not published."""
 
 
 def persist(table: Any, changes: StateChanges) -> None:
@@ -226,6 +237,8 @@ class ClusterLogic:
         self._acting: Acting | None = None
         self._acted: list[ActingOutput] = []
         """What the acting step made of the instants released by the current call."""
+        self._reports: list[InstantReport] = []
+        """The view's state after each instant released by the current call."""
         self._disagreed: dict[str, int] = {}
         """What the current operator had counted when last read (see ``_count``)."""
 
@@ -259,6 +272,8 @@ class ClusterLogic:
         acting, op = self._acting, self._op
         if signals and acting is not None and op is not None and acting.on:
             self._acted += acting.on_signals(at, signals, op.view)
+        if op is not None and self.out.reports is not None:
+            self._reports.append(op.report(at))
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         if topic == self.out.queues_topic:
@@ -303,6 +318,10 @@ class ClusterLogic:
         for out in acted:  # records and requests alike, keyed by action id
             self.counters.add("actions" if isinstance(out, Action) else "action_requests")
             await self.out.actions.send(key=out.id.encode(), value=to_json(out))
+        reports, self._reports = self._reports, []
+        for report in reports:
+            key = report.at.isoformat().encode()
+            await self.out.reports.send(key=key, value=encode_report(report))
 
     def _count(self) -> None:
         """The operator's new disagreements into the worker's counters. A restored operator

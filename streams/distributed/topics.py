@@ -51,6 +51,12 @@ CAPACITY_DELTAS = TopicSpec("gpufrag.capacity-deltas", 1, "node name or namespac
 SIGNALS = TopicSpec("gpufrag.signals", 3, "signal fingerprint", _delete(30))
 ACTIONS = TopicSpec("gpufrag.actions", 3, "action id", _delete(90))
 DEAD_LETTER = TopicSpec("gpufrag.dead-letter", 3, "source topic", _delete(14))
+CLUSTER_REPORTS = TopicSpec(
+    "gpufrag.cluster-reports",
+    1,  # written by the one-partition cluster view, in instant order
+    "instant time (ISO 8601)",
+    _delete(30),
+)
 
 ALL = (
     PODS,
@@ -64,6 +70,7 @@ ALL = (
     SIGNALS,
     ACTIONS,
     DEAD_LETTER,
+    CLUSTER_REPORTS,
 )
 INPUT_BY_KIND = {
     EventKind.POD: PODS,

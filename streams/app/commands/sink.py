@@ -1,4 +1,5 @@
-"""`gpufrag sink`: the distributed runner's signals and dead letters into the history store."""
+"""`gpufrag sink`: the distributed runner's history into the store: input events, profile
+snapshots, per-instant cluster reports, signals, actions and dead letters."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from streams.app.history import open_history, store_settings
 from streams.app.options import BootstrapOption, PrefixOption, StoreOption
 from streams.app.runs import run_row
 from streams.app.stopping import stop_event
+from streams.app.topic_history import HistoryRows
 from streams.app.topic_sink import TopicSink
 from streams.distributed import topics
 
@@ -38,14 +40,18 @@ def sink(
         float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
     ] = None,
 ) -> None:
-    """Store the workers' signals and dead letters. One sink per chDB store; against a
-    ClickHouse server, start several with the same --group to split the partitions."""
+    """Store the distributed runner's history: input events, profile snapshots, cluster
+    fragmentation and pending explanations per instant, signals, actions and dead letters. One
+    sink per chDB store; against a ClickHouse server, start several with the same --group to
+    split the partitions."""
     bus = Bus.resolve(bootstrap, prefix)
     settings = store_settings(store)
     with user_errors():
         counts = asyncio.run(_run(bus, settings, group=group, run_id=run_id, duration_s=duration_s))
     typer.echo(
-        f"stored {counts['signals']} signals ({counts['repeats']} repeats dropped), "
+        f"stored {counts['events']} events, {counts['node_profiles']} node and "
+        f"{counts['task_profiles']} task profile snapshots, {counts['cluster_reports']} cluster "
+        f"reports, {counts['signals']} signals ({counts['repeats']} repeats dropped), "
         f"{counts['actions']} action records and "
         f"{counts['dead_letters']} dead letters from {bus.bootstrap} into {settings.dsn}, "
         f"run {run_id!r}"
@@ -57,8 +63,8 @@ def _run_row(run_id: str, bus: Bus, group: str, *, status: str, started: datetim
         run_id,
         status=status,
         started=started,
-        source=f"kafka:{bus.bootstrap}/{bus.prefix}",
-        mode="live",
+        source=f"distributed:kafka:{bus.bootstrap}/{bus.prefix}",
+        mode="distributed",  # the Faust workers' history, not the embedded runner's
         policy="",
         seed=0,
         params={"group": group},
@@ -80,10 +86,19 @@ async def _run(
     signals_topic = topics.SIGNALS.full_name(bus.prefix)
     dead_topic = topics.DEAD_LETTER.full_name(bus.prefix)
     actions_topic = topics.ACTIONS.full_name(bus.prefix)
+    inputs = sorted(spec.full_name(bus.prefix) for spec in topics.INPUT_BY_KIND.values())
+    deltas_topic = topics.CAPACITY_DELTAS.full_name(bus.prefix)
+    reports_topic = topics.CLUSTER_REPORTS.full_name(bus.prefix)
+    recorded = HistoryRows(
+        run_id=run_id, inputs=frozenset(inputs), deltas=deltas_topic, reports=reports_topic
+    )
     consumer = AIOKafkaConsumer(
         signals_topic,
         dead_topic,
         actions_topic,
+        *inputs,
+        deltas_topic,
+        reports_topic,
         bootstrap_servers=bus.bootstrap,
         group_id=f"{bus.prefix}{group}",
         enable_auto_commit=False,
@@ -97,6 +112,7 @@ async def _run(
         signals_topic=signals_topic,
         dead_letter_topic=dead_topic,
         actions_topic=actions_topic,
+        history=recorded,
     )
     try:
         with stop_event(duration_s) as stop:
@@ -111,4 +127,4 @@ async def _run(
             [_run_row(run_id, bus, group, status="finished", started=started)],
         )
         await asyncio.to_thread(history.close)
-    return out.counts
+    return {**out.counts, **recorded.counts}

@@ -1,0 +1,110 @@
+"""The distributed runner's history records as store rows, as the embedded runner stores them
+(``StoreOutput``): input events (and GPU samples), profile snapshots from the join's deltas, and
+the cluster view's report on each instant (fragmentation, pending explanations).
+
+Every row is a pure function of the record and its place on the bus, and lands on the table's
+ReplacingMergeTree key, so reading a record again (a restart, a rebalance, a new group from the
+earliest offset) replaces the row it wrote instead of adding one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from connectors.clickhouse.rows import (
+    Row,
+    cluster_row,
+    event_row,
+    explanation_row,
+    gpu_sample_row,
+    node_profile_row,
+    task_profile_row,
+)
+from models import GpuSampleEvent
+from models.progress import SourceProgress
+from streams.distributed.codec import decode, decode_input, decode_report
+from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+
+Rows = list[tuple[str, Row]]
+
+
+@dataclass
+class HistoryRows:
+    """Maps the records of the input topics, the capacity deltas and the cluster reports."""
+
+    run_id: str
+    inputs: frozenset[str]
+    deltas: str | None = None
+    reports: str | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: {
+            "events": 0,
+            "node_profiles": 0,
+            "task_profiles": 0,
+            "cluster_reports": 0,
+            "skipped": 0,
+        }
+    )
+    """Records stored, by what they became; ``skipped``: progress reports, other messages and
+    unreadable records (the workers dead-letter unreadable input themselves)."""
+
+    def handles(self, topic: str) -> bool:
+        return topic in self.inputs or topic in (self.deltas, self.reports)
+
+    def rows(self, topic: str, partition: int, offset: int, raw: bytes) -> Rows:
+        try:
+            if topic in self.inputs:
+                out = self._event(raw)
+            elif topic == self.deltas:
+                out = self._profile(partition, offset, raw)
+            else:
+                out = self._report(raw)
+        except Exception:  # not history: the worker that read it first kept it, with why
+            out = []
+        if not out:
+            self.counts["skipped"] += 1
+        return out
+
+    def _event(self, raw: bytes) -> Rows:
+        env = decode_input(raw)
+        if isinstance(env, SourceProgress):
+            return []
+        self.counts["events"] += 1
+        # ingested_at is not in the key: a re-read replaces the row, renewing its TTL
+        out: Rows = [("events", event_row(self.run_id, env, ingested_at=datetime.now(UTC)))]
+        if isinstance(env.payload, GpuSampleEvent):
+            out.append(("gpu_samples", gpu_sample_row(self.run_id, env)))
+        return out
+
+    def _profile(self, partition: int, offset: int, raw: bytes) -> Rows:
+        decoded = decode(raw)
+        if isinstance(decoded, SourceProgress):
+            return []
+        msg, _ = decoded
+        # seq orders the changes within one instant (the key is run, name, ts, seq). The
+        # embedded runner counts its outputs; here the record's offset does: the deltas topic
+        # has one partition, written in the order the stages made the deltas, and a record
+        # keeps its offset, so a re-read gives the same seq and replaces its row. (A worker
+        # that sends a delta again after a crash writes a new record: that copy is a second
+        # row, with the same profile.)
+        seq = (partition << 48) | offset
+        if isinstance(msg, NodeProfileUpdate):
+            self.counts["node_profiles"] += 1
+            row = node_profile_row(self.run_id, msg.name, msg.profile, at=msg.at, seq=seq)
+            return [("node_profiles", row)]
+        if isinstance(msg, TaskProfileUpdate):
+            self.counts["task_profiles"] += 1
+            row = task_profile_row(self.run_id, msg.key, msg.profile, at=msg.at, seq=seq)
+            return [("task_profiles", row)]
+        return []
+
+    def _report(self, raw: bytes) -> Rows:
+        report = decode_report(raw)
+        self.counts["cluster_reports"] += 1
+        # arrived_pct is the embedded fgd replay's; a live cluster has no trace to arrive
+        out: Rows = [("cluster_frag", cluster_row(self.run_id, report.summary, report.at, None))]
+        for key, (exp, task) in sorted((report.explanations or {}).items()):
+            row = explanation_row(self.run_id, key, exp, task, report.at)
+            out.append(("pending_explanations", row))
+        return out

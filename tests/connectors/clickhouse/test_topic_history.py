@@ -1,0 +1,138 @@
+"""`gpufrag sink`'s history records: input events, profile deltas and cluster reports become
+the rows the embedded runner stores, and reading them again adds no row."""
+
+from __future__ import annotations
+
+import asyncio
+
+from connectors.clickhouse import Store
+from models import to_json
+from models.analysis import (
+    BlockReason,
+    ClusterFragmentation,
+    Explanation,
+    InstantReport,
+    NearMiss,
+)
+from models.progress import SourceProgress
+from streams.app.topic_history import HistoryRows
+from streams.app.topic_sink import TopicSink
+from streams.distributed.codec import decode_report, encode, encode_progress, encode_report
+from streams.instants import OrderKey
+from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+from tests.connectors.clickhouse.factories import at, gpu_sample_env, node_profile, task_profile
+from tests.connectors.clickhouse.helpers import SinkMaker
+from tests.connectors.clickhouse.test_topic_sink import TP, Consumer, Record
+
+SUMMARY = ClusterFragmentation(
+    nodes=2,
+    capacity_gpus=16.0,
+    idle_gpus=6.0,
+    frag_gpus=3.0,
+    frag_amount_pct=18.75,
+    frag_ratio_pct=50.0,
+    typical_pods=3,
+    pending_pods=1,
+    unplaceable_pods=1,
+    stranded_nodes=0,
+)
+
+
+def report() -> InstantReport:
+    exp = Explanation(
+        fits_cluster_total=True,
+        fits_some_node=False,
+        blocking=((BlockReason.GPU_SHARE, 2), (BlockReason.CPU, 1)),
+        near_misses=(NearMiss("gpu-node-1", (BlockReason.GPU_SHARE,), 0, 0, 1),),
+        nodes_checked=2,
+        quota=("ClusterQueue:team-a",),
+    )
+    pending = task_profile("ml/waits", bound=False)
+    return InstantReport(at=at(3), summary=SUMMARY, explanations={"ml/waits": (exp, pending)})
+
+
+def batches() -> list[dict[TP, list[Record]]]:
+    order = OrderKey(at(1), "kube", 1, "e1")
+    deltas = [
+        encode(NodeProfileUpdate("gpu-node-1", node_profile(), at(1)), order=order),
+        encode(TaskProfileUpdate("ml/job-1", task_profile(), at(1)), order=order),
+        encode_progress(SourceProgress(source="nodes/0", upto=at(1), kinds=())),
+        encode(TaskProfileUpdate("ml/job-1", None, at(2)), order=None),  # the pod was deleted
+    ]
+    progress = encode_progress(SourceProgress(source="dcgm", upto=at(1), kinds=()))
+    return [
+        {
+            TP("p.samples", 4): [
+                Record(0, 0, to_json(gpu_sample_env(1))),
+                Record(1, 0, progress),
+                Record(2, 0, b"{broken"),
+            ],
+            TP("p.deltas", 0): [Record(n, 0, raw) for n, raw in enumerate(deltas)],
+        },
+        {TP("p.reports", 0): [Record(0, 0, encode_report(report()))]},
+    ]
+
+
+async def sink_once(make_sink: SinkMaker) -> HistoryRows:
+    stop = asyncio.Event()
+    sink = make_sink()
+    await sink.start()
+    history = HistoryRows(
+        run_id="live", inputs=frozenset({"p.samples"}), deltas="p.deltas", reports="p.reports"
+    )
+    out = TopicSink(
+        consumer=Consumer(batches(), stop),
+        sink=sink,
+        run_id="live",
+        signals_topic="p.signals",
+        dead_letter_topic="p.dlq",
+        history=history,
+    )
+    await out.run(stop)
+    await sink.flush()
+    return history
+
+
+TABLES = ("events", "gpu_samples", "node_profiles", "task_profiles", "cluster_frag")
+
+
+def count(store: Store, table: str, *, final: bool = False) -> int:
+    rows = store.query(f"SELECT count() FROM {table}{' FINAL' if final else ''}").rows
+    return int(str(rows[0][0]))
+
+
+def test_a_report_survives_its_codec() -> None:
+    assert decode_report(encode_report(report())) == report()
+    empty = InstantReport(at=at(0), summary=SUMMARY)
+    assert decode_report(encode_report(empty)) == empty
+
+
+async def test_history_records_become_the_embedded_runners_rows_once(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    history = await sink_once(make_sink)
+    assert history.counts == {
+        "events": 1,
+        "node_profiles": 1,
+        "task_profiles": 2,
+        "cluster_reports": 1,
+        "skipped": 3,  # two progress reports and the broken record
+    }
+    (ev,) = store.query("SELECT kind, key FROM events").rows
+    assert tuple(ev) == ("gpu_sample", "gpu-node-1")
+    assert count(store, "gpu_samples") == 1
+    tasks = store.query("SELECT pod, seq, removed FROM task_profiles ORDER BY seq").rows
+    assert [tuple(r) for r in tasks] == [("ml/job-1", 1, 0), ("ml/job-1", 3, 1)]
+    (node,) = store.query("SELECT node, seq FROM node_profiles").rows
+    assert tuple(node) == ("gpu-node-1", 0)
+    (frag,) = store.query("SELECT ts, frag_amount_pct, pending_pods FROM cluster_frag").rows
+    assert (frag[1], frag[2]) == (18.75, 1)
+    (exp,) = store.query("SELECT pod, unplaceable, reasons FROM pending_explanations").rows
+    assert (exp[0], exp[1]) == ("ml/waits", 1)
+    assert dict(exp[2]) == {"gpu_share": 2, "cpu": 1}
+
+    tables = (*TABLES, "pending_explanations")
+    first = {table: count(store, table) for table in tables}
+    await sink_once(make_sink)  # the same records again: a restart, a new group
+    # every row read again landed on its key: the deduplicated table is what it was
+    assert {table: count(store, table, final=True) for table in tables} == first
