@@ -15,8 +15,8 @@ import pytest
 from models import Envelope
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
+from tests.distributed.quota_events import events
 from tests.distributed.runner_signals import through_worker
-from tests.distributed.test_quota_worker import events
 from tests.distributed.worker_helpers import kafka_env
 from tests.kube_fake.objects import T0
 from tests.streams.quota_scenarios import gpu_node

@@ -20,9 +20,9 @@ from streams.app.topic_sink import TopicSink
 from streams.distributed.codec import decode_report, encode, encode_progress, encode_report
 from streams.instants import OrderKey
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+from tests.connectors.clickhouse.bus_fakes import TP, Consumer, Record
 from tests.connectors.clickhouse.factories import at, gpu_sample_env, node_profile, task_profile
 from tests.connectors.clickhouse.helpers import SinkMaker
-from tests.connectors.clickhouse.test_topic_sink import TP, Consumer, Record
 
 SUMMARY = ClusterFragmentation(
     nodes=2,

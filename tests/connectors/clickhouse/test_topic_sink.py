@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -13,39 +12,9 @@ from models import Action, ActionKind, ActionMode, ActionOutcome, Scope, to_json
 from models.actuation import EvictPod
 from models.refusal import Refusal
 from streams.app.topic_sink import TopicSink
+from tests.connectors.clickhouse.bus_fakes import TP, Consumer, Record
 from tests.connectors.clickhouse.factories import signal
 from tests.connectors.clickhouse.helpers import SinkMaker
-
-
-@dataclass(frozen=True)
-class TP:
-    topic: str
-    partition: int
-
-
-@dataclass(frozen=True)
-class Record:
-    offset: int
-    timestamp: int
-    value: bytes
-
-
-class Consumer:
-    """Hands out prepared batches, then stops the sink; records what was committed."""
-
-    def __init__(self, batches: list[dict[TP, list[Record]]], stop: asyncio.Event) -> None:
-        self.batches = batches
-        self.stop = stop
-        self.commits = 0
-
-    async def getmany(self, *, timeout_ms: int, max_records: int) -> dict[TP, list[Record]]:
-        if not self.batches:
-            self.stop.set()
-            return {}
-        return self.batches.pop(0)
-
-    async def commit(self) -> None:
-        self.commits += 1
 
 
 async def test_records_become_rows_once_and_bad_ones_are_kept_with_the_reason(
