@@ -132,7 +132,6 @@ class _Run:
         self.waited_s: dict[str, float] = {}
         self.placed: set[str] = set()
         self.curve: list[CurvePoint] = []
-        self.last: datetime | None = None
 
     def try_place(self, pod: RecordedPod, at: datetime) -> bool:
         if not isinstance(self.scheduler.schedule(pod.spec), Placement):
@@ -172,7 +171,6 @@ class _Run:
         self.curve.append(
             CurvePoint(at, c.allocated_milli / cap * 100.0, c.frag_milli / cap * 100.0)
         )
-        self.last = at
 
     def result(self, pods: list[RecordedPod]) -> WhatIf:
         out = WhatIf(pods=len(pods))

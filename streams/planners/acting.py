@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import OrderedDict
-from collections.abc import Callable
 from datetime import datetime
 
 from pydantic import JsonValue
@@ -43,9 +41,6 @@ __all__ = ["Acting", "ActingOutput"]
 log = logging.getLogger(__name__)
 ActingOutput = Action | ActionRequest
 LIFTS = frozenset({"uncordon", "untaint"})
-AWAITED = 10_000
-"""Enforced actions whose outcome is still awaited: at the default limit of 10 evictions per
-10 min, a week's worth."""
 NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | type[UntaintNode]] = {
     "cordon": CordonNode,
     "taint": TaintNode,
@@ -72,17 +67,11 @@ class Acting:
         self.aggressors = (
             built["evict_aggressor"] if "evict_aggressor" in planners.enabled else None
         )
-        self.plans: dict[str, int] = {}
-        """Plans made, by kind: a host's figures."""
         self.unplanned = 0
         """Pending-pod signals not planned for while the cluster-wide eviction limit was
         used up (counted, not recorded: no plan, so no action to refuse)."""
         self.errors = 0
         """Signals a planner failed on (logged; the signal itself is kept)."""
-        self.candidates: OrderedDict[str, Candidate] = OrderedDict()
-        """Enforced actions awaiting their outcome, by id (the breaker's input); the oldest
-        are forgotten past ``AWAITED``, as a host that never reports outcomes would otherwise
-        grow it forever."""
 
     @property
     def on(self) -> bool:
@@ -102,7 +91,6 @@ class Acting:
                 log.exception("planning for signal %s failed", signal.fingerprint)
                 continue
             if plan is not None:
-                self.plans[plan.kind.value] = self.plans.get(plan.kind.value, 0) + 1
                 out += self._decide(plan, at)
         return out
 
@@ -146,11 +134,7 @@ class Acting:
             mode = ActionMode.DRY_RUN  # dry-run, or enforce held back by the open breaker
         out = self._records(plan, requests, [mode] * len(requests), None, at)
         if mode is ActionMode.ENFORCE:
-            for n, request in enumerate(requests):
-                self.candidates[request.id] = cands[min(n, len(cands) - 1)]
-                out.append(request.model_copy(update={"mode": ActionMode.ENFORCE}))
-            while len(self.candidates) > AWAITED:
-                self.candidates.popitem(last=False)
+            out += [r.model_copy(update={"mode": ActionMode.ENFORCE}) for r in requests]
         return out
 
     def _records(
@@ -181,15 +165,6 @@ class Acting:
                 )
             )
         return out
-
-    def outcome(self, action: Action, *, at: datetime, signal_open: Callable[[str], bool]) -> None:
-        """How an enforced action went: failures and signals that stay open trip the breaker."""
-        cand = self.candidates.pop(action.id, None)
-        if cand is None:
-            return
-        ok = action.outcome in (ActionOutcome.EXECUTED, ActionOutcome.GONE)
-        fp = action.signal_fingerprint
-        self.gate.outcome(cand, ok=ok, at=at, signal_open=fp is not None and signal_open(fp))
 
     def snapshot(self) -> dict[str, object]:
         return {"gate": self.gate.snapshot(), "quarantine": self.quarantine.snapshot()}
