@@ -125,12 +125,20 @@ class ClusterFragmentation:
     pending_pods: int
     unplaceable_pods: int
     stranded_nodes: int
+    arrived_gpus: float = 0.0
+    """GPU demand of every pod seen so far (``ClusterView.arrived_gpu_milli``)."""
 
     @property
     def alloc_pct(self) -> float:
         """GPU allocated, in % of the cluster's GPUs (unhealthy cards count as allocated)."""
         cap = self.capacity_gpus
         return (cap - self.idle_gpus) / cap * 100.0 if cap else 0.0
+
+    @property
+    def arrived_pct(self) -> float | None:
+        """Arrived GPU demand in % of the cluster's GPUs: the FGD paper's x axis."""
+        cap = self.capacity_gpus
+        return self.arrived_gpus / cap * 100.0 if cap else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,9 +307,7 @@ def _scheduler_columns(exp: Explanation) -> Row:
     }
 
 
-def cluster_row(
-    run_id: str, snap: ClusterFragmentation, at: datetime, arrived_pct: float | None
-) -> Row:
+def cluster_row(run_id: str, snap: ClusterFragmentation, at: datetime) -> Row:
     return {
         "run_id": run_id,
         "ts": at,
@@ -320,7 +318,7 @@ def cluster_row(
         "frag_amount_pct": snap.frag_amount_pct,
         "frag_ratio_pct": snap.frag_ratio_pct,
         "alloc_pct": snap.alloc_pct,
-        "arrived_pct": arrived_pct,
+        "arrived_pct": snap.arrived_pct,
         "typical_pods": snap.typical_pods,
         "pending_pods": snap.pending_pods,
         "unplaceable_pods": snap.unplaceable_pods,

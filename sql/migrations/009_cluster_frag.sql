@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS cluster_frag
     frag_amount_pct  Float64,
     frag_ratio_pct   Float64,
     alloc_pct        Float64,
-    arrived_pct      Nullable(Float64),      -- fgd mode: GPU demand arrived so far
+    arrived_pct      Nullable(Float64),      -- GPU demand of the pods seen so far, % of capacity
     typical_pods     UInt16,
     pending_pods     UInt32,
     unplaceable_pods UInt32,

@@ -18,10 +18,11 @@ from connectors.clickhouse.rows import (
     task_profile_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
-from models import Action, GpuSampleEvent, PodEvent, Signal, to_json
+from models import Action, GpuSampleEvent, Signal, to_json
 from models.actuation import REQUEST_TYPES, ActionRequest
-from models.analysis import ClusterFragmentation, InstantReport
-from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+from models.analysis import InstantReport
+from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+from streams.profiles.operators import ordered_deltas
 from streams.runner.embedded import Emission, Failure
 
 
@@ -33,7 +34,6 @@ class StoreOutput:
         sink: ClickHouseSink,
         *,
         run_id: str,
-        track_arrivals: bool,
         on_signal: Callable[[Signal], object] | None = None,
         actuate: Callable[[ActionRequest], Awaitable[Action]] | None = None,
         on_action: Callable[[Action], object] | None = None,
@@ -48,22 +48,20 @@ class StoreOutput:
         self.action_counts: dict[str, dict[str, int]] = {}
         """Audit records stored, by kind and outcome."""
         self.run_id = run_id
-        self.track_arrivals = track_arrivals
-        self._seq = 0
-        self._seen_pods: set[str] = set()
-        self._arrived_milli = 0
+        self._seq: dict[int, int] = {}
+        """Profile seq of each of the current emission's deltas (by object id)."""
         # signals handed to the store, by kind and state: the summary needs counts, not rows
         self.signal_counts: dict[str, dict[str, int]] = {}
-
-    def _arrived_pct(self, snap: ClusterFragmentation) -> float | None:
-        if not self.track_arrivals or not snap.capacity_gpus:
-            return None
-        return self._arrived_milli / (snap.capacity_gpus * 1000.0) * 100.0
 
     async def emit(self, item: Emission) -> None:
         batches: dict[str, list[Row]] = {}
         if item.env is not None:
             self._event_rows(item, batches)
+            kinds = (NodeProfileUpdate, TaskProfileUpdate)
+            deltas: list[ProfileUpdate] = [u for u in item.outputs if isinstance(u, kinds)]
+            # the distributed runner's key for the same delta (``OrderKey.row_seq``), so both
+            # runners store a profile change under one key
+            self._seq = {id(u): k.row_seq() for k, u in ordered_deltas(item.env, deltas)}
         for out in item.outputs:
             if isinstance(out, REQUEST_TYPES) and self.actuate is not None:
                 out = await self.actuate(out)
@@ -81,27 +79,18 @@ class StoreOutput:
         p = env.payload
         if isinstance(p, GpuSampleEvent):
             batches.setdefault("gpu_samples", []).append(gpu_sample_row(self.run_id, env))
-        if isinstance(p, PodEvent) and p.change == "upsert" and p.pod.key not in self._seen_pods:
-            self._seen_pods.add(p.pod.key)
-            self._arrived_milli += p.pod.requests.total_gpu_milli
 
     def _rows_of(self, out: object) -> list[tuple[str, Row]]:
         run = self.run_id
         if isinstance(out, NodeProfileUpdate):
-            self._seq += 1
+            seq = self._seq.get(id(out), 0)
             return [
-                (
-                    "node_profiles",
-                    node_profile_row(run, out.name, out.profile, at=out.at, seq=self._seq),
-                )
+                ("node_profiles", node_profile_row(run, out.name, out.profile, at=out.at, seq=seq))
             ]
         if isinstance(out, TaskProfileUpdate):
-            self._seq += 1
+            seq = self._seq.get(id(out), 0)
             return [
-                (
-                    "task_profiles",
-                    task_profile_row(run, out.key, out.profile, at=out.at, seq=self._seq),
-                )
+                ("task_profiles", task_profile_row(run, out.key, out.profile, at=out.at, seq=seq))
             ]
         if isinstance(out, Signal):
             per_kind = self.signal_counts.setdefault(out.kind.value, {})
@@ -116,12 +105,7 @@ class StoreOutput:
                 self.on_action(out)
             return [("actions", action_row(run, out))]
         if isinstance(out, InstantReport):
-            rows = [
-                (
-                    "cluster_frag",
-                    cluster_row(run, out.summary, out.at, self._arrived_pct(out.summary)),
-                )
-            ]
+            rows = [("cluster_frag", cluster_row(run, out.summary, out.at))]
             for key, (exp, task) in sorted((out.explanations or {}).items()):
                 rows.append(("pending_explanations", explanation_row(run, key, exp, task, out.at)))
             return rows

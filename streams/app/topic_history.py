@@ -27,6 +27,7 @@ from streams.distributed.codec import decode, decode_input, decode_report
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 
 Rows = list[tuple[str, Row]]
+TELEMETRY_SEQ = 2**63 - 1
 
 
 @dataclass
@@ -52,12 +53,12 @@ class HistoryRows:
     def handles(self, topic: str) -> bool:
         return topic in self.inputs or topic in (self.deltas, self.reports)
 
-    def rows(self, topic: str, partition: int, offset: int, raw: bytes) -> Rows:
+    def rows(self, topic: str, raw: bytes) -> Rows:
         try:
             if topic in self.inputs:
                 out = self._event(raw)
             elif topic == self.deltas:
-                out = self._profile(partition, offset, raw)
+                out = self._profile(raw)
             else:
                 out = self._report(raw)
         except Exception:  # not history: the worker that read it first kept it, with why
@@ -77,18 +78,17 @@ class HistoryRows:
             out.append(("gpu_samples", gpu_sample_row(self.run_id, env)))
         return out
 
-    def _profile(self, partition: int, offset: int, raw: bytes) -> Rows:
+    def _profile(self, raw: bytes) -> Rows:
         decoded = decode(raw)
         if isinstance(decoded, SourceProgress):
             return []
-        msg, _ = decoded
-        # seq orders the changes within one instant (the key is run, name, ts, seq). The
-        # embedded runner counts its outputs; here the record's offset does: the deltas topic
-        # has one partition, written in the order the stages made the deltas, and a record
-        # keeps its offset, so a re-read gives the same seq and replaces its row. (A worker
-        # that sends a delta again after a crash writes a new record: that copy is a second
-        # row, with the same profile.)
-        seq = (partition << 48) | offset
+        msg, order = decoded
+        # seq orders the changes within one instant (the key is run, name, ts, seq): the
+        # delta's place in the source order, as the embedded runner stores it, so a re-read
+        # record, or a delta a restarted worker sends again, replaces the row it wrote. A
+        # telemetry-driven delta has no place in the source order; it takes the instant's
+        # last seq, so the instant keeps its last such change.
+        seq = order.row_seq() if order is not None else TELEMETRY_SEQ
         if isinstance(msg, NodeProfileUpdate):
             self.counts["node_profiles"] += 1
             row = node_profile_row(self.run_id, msg.name, msg.profile, at=msg.at, seq=seq)
@@ -102,8 +102,7 @@ class HistoryRows:
     def _report(self, raw: bytes) -> Rows:
         report = decode_report(raw)
         self.counts["cluster_reports"] += 1
-        # arrived_pct is the embedded fgd replay's; a live cluster has no trace to arrive
-        out: Rows = [("cluster_frag", cluster_row(self.run_id, report.summary, report.at, None))]
+        out: Rows = [("cluster_frag", cluster_row(self.run_id, report.summary, report.at))]
         for key, (exp, task) in sorted((report.explanations or {}).items()):
             row = explanation_row(self.run_id, key, exp, task, report.at)
             out.append(("pending_explanations", row))

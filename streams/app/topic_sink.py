@@ -25,10 +25,43 @@ from connectors.clickhouse.sink import ClickHouseSink
 from models import Action, Signal, from_json
 from models.refusal import Refusal
 from streams.app.topic_history import HistoryRows
+from streams.distributed import topics
 
 log = logging.getLogger(__name__)
 RECENT_KEYS = 100_000
 """Signal keys remembered to drop repeats; repeats come right after a worker restart."""
+
+
+def sink_topics(prefix: str) -> list[str]:
+    """Every topic a sink reads: the workers' outputs, and the inputs they read."""
+    inputs = sorted(spec.full_name(prefix) for spec in topics.INPUT_BY_KIND.values())
+    outputs = (topics.SIGNALS, topics.DEAD_LETTER, topics.ACTIONS)
+    internal = (topics.CAPACITY_DELTAS, topics.CLUSTER_REPORTS)
+    return [
+        *(t.full_name(prefix) for t in outputs),
+        *inputs,
+        *(t.full_name(prefix) for t in internal),
+    ]
+
+
+def topic_sink(prefix: str, *, consumer: Any, sink: ClickHouseSink, run_id: str) -> TopicSink:
+    """The sink of the topics under ``prefix``; ``consumer`` subscribed to ``sink_topics``."""
+    inputs = frozenset(spec.full_name(prefix) for spec in topics.INPUT_BY_KIND.values())
+    history = HistoryRows(
+        run_id=run_id,
+        inputs=inputs,
+        deltas=topics.CAPACITY_DELTAS.full_name(prefix),
+        reports=topics.CLUSTER_REPORTS.full_name(prefix),
+    )
+    return TopicSink(
+        consumer=consumer,
+        sink=sink,
+        run_id=run_id,
+        signals_topic=topics.SIGNALS.full_name(prefix),
+        dead_letter_topic=topics.DEAD_LETTER.full_name(prefix),
+        actions_topic=topics.ACTIONS.full_name(prefix),
+        history=history,
+    )
 
 
 class TopicSink:
@@ -69,9 +102,7 @@ class TopicSink:
             for tp, records in batch.items():
                 for r in records:
                     if self.history is not None and self.history.handles(tp.topic):
-                        for name, kept in self.history.rows(
-                            tp.topic, tp.partition, r.offset, r.value or b""
-                        ):
+                        for name, kept in self.history.rows(tp.topic, r.value or b""):
                             rows.setdefault(name, []).append(kept)
                         continue
                     table, row = self._row(tp.topic, tp.partition, r.offset, r.timestamp, r.value)

@@ -116,6 +116,7 @@ class ClusterAnalysis:
             pending_pods=len(self.view.pending),
             unplaceable_pods=counts["unplaceable_pods"],
             stranded_nodes=counts["stranded_nodes"],
+            arrived_gpus=self.view.arrived_gpu_milli / MILLI_PER_GPU,
         )
 
     # --- the operator ------------------------------------------------------------------------

@@ -90,6 +90,9 @@ class ClusterView:
         self.dirty: set[str] = set()
         """State entries (``n/<node>``, ``t/<pod>``, ``q/<queue>``) changed since the last
         snapshot."""
+        self.arrived_gpu_milli = 0
+        """GPU demand of every pod that appeared (a key new to the view), summed: the x of the
+        FGD paper's curves. A pod that leaves and comes back under its key counts again."""
         self.tracking = False
         """Whether to record ``dirty`` at all: only for a host that persists snapshots, so an
         in-process run does not keep the key of every pod it ever saw."""
@@ -134,6 +137,8 @@ class ClusterView:
                 return TaskChange(pending_changed=True, left_pending=True, quota_changed=quota)
             return TaskChange(quota_changed=quota)
         task = self._keep_peak(old, task)
+        if old is None:
+            self.arrived_gpu_milli += task.requests.total_gpu_milli
         if old is None and self.fixed_typical is None:
             shape = shape_of(task)
             self._shapes.observe(shape)
@@ -202,12 +207,17 @@ class ClusterView:
             "now": _iso(self.now),
             "typical_built_at": _iso(self.typical_built_at),
             "typical_dirty": self.typical_dirty,
+            "arrived_gpu_milli": self.arrived_gpu_milli,
         }
 
     def restore_clock(self, state: dict[str, object]) -> None:
         self.now = _when(state["now"])
         self.typical_built_at = _when(state["typical_built_at"])
         self.typical_dirty = bool(state["typical_dirty"])
+        # a state written before arrivals were kept: the pods held now are all it can count
+        arrived = state.get("arrived_gpu_milli")
+        if isinstance(arrived, int):
+            self.arrived_gpu_milli = arrived
 
 
 def _iso(t: datetime | None) -> str | None:

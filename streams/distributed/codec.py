@@ -101,7 +101,7 @@ def decode(data: bytes) -> tuple[Message, OrderKey | None] | SourceProgress:
         order = None
         if raw_order is not None:
             o_at, source, seq, id_, rank, sub = raw_order
-            order = OrderKey(datetime.fromisoformat(o_at), source, seq, id_, rank, sub)
+            order = OrderKey(datetime.fromisoformat(o_at), seq, source, id_, rank, sub)
         return _message(body, at), order
     except DecodeError:
         raise

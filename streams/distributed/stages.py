@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 ACTING_KEY = b"~acting"
 """The acting step's state (the gate's ledger, the quarantined nodes) in the cluster table;
 ``~`` keeps it apart from the view's entries."""
-TELEMETRY = OrderKey(datetime.min, "\uffff", 0, "", 2)
+TELEMETRY = OrderKey(datetime.min, 2**63 - 1, "\uffff", "", 2)
 """Order of a telemetry-driven delta within its instant: after the instant's ordered deltas."""
 
 
@@ -99,7 +99,7 @@ def persist(table: Any, changes: StateChanges) -> None:
 
 
 def ordered(item: Any) -> OrderKey:
-    return OrderKey(item.event_time, item.source, item.seq or 0, item.id)
+    return OrderKey(item.event_time, item.seq or 0, item.source, item.id)
 
 
 class TaskLogic:

@@ -336,6 +336,6 @@ def ordered_deltas(
     out = []
     for u in updates:
         rank = NODE_RANK if isinstance(u, NodeProfileUpdate) else TASK_RANK
-        out.append((OrderKey(u.at, env.source, env.seq or 0, env.id, rank, subs[rank]), u))
+        out.append((OrderKey(u.at, env.seq or 0, env.source, env.id, rank, subs[rank]), u))
         subs[rank] += 1
     return out

@@ -52,7 +52,7 @@ async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Pat
 
     runner = EmbeddedRunner(
         source=sim.events(),
-        output=StoreOutput(sink, run_id="outage", track_arrivals=True),
+        output=StoreOutput(sink, run_id="outage"),
         pipeline=define_pipeline(
             GpufragSettings(), typical=TypicalPods.from_shapes(map(pod_shape, pods))
         ).build(),

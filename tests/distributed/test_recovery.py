@@ -23,15 +23,24 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from models import NodeProfile, Signal, TaskProfile, from_json
 from streams.distributed import topics
-from tests.app.pipeline_helpers import as_keys, count, store_at, stored_keys, stored_signals
+from tests.app.pipeline_helpers import (
+    as_keys,
+    count,
+    gpufrag,
+    store_at,
+    stored_keys,
+    stored_signals,
+)
 from tests.app.reference_replay import operator_run
 from tests.distributed.worker_helpers import (
     collect,
     kafka_env,
+    last_event_time,
     signal_key,
-    sink_caught_up,
     start_sink,
     start_worker,
+    until_reported,
+    wait_caught_up,
 )
 
 pytestmark = pytest.mark.kafka
@@ -168,9 +177,13 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
         first.kill()  # SIGKILL: no clean shutdown, no final commit
         first.wait(30)
     second = start_worker(kafka_bootstrap, topic_prefix, tmp_path / "second.log")
+    embedded = f"chdb://{tmp_path / 'embedded'}"  # the same input, replayed in-process
+    replayed = gpufrag(embedded, "replay", "--node-limit", str(nodes), "--json")
+    assert replayed.returncode == 0, replayed.stderr[-2000:]
     try:
         raw = _signals_until(kafka_bootstrap, topic_prefix, expected)
         state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
+        until_reported(kafka_bootstrap, topic_prefix, last_event_time(embedded))
     finally:
         _stop(second)
     got, differing = _got(raw)
@@ -180,10 +193,7 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     assert "cluster view rebuilt" in (tmp_path / "second.log").read_text()
     # the sink took everything the workers sent, and stored each signal once: not one
     # duplicate row, even before ClickHouse merges its keys
-    deadline = time.monotonic() + 60
-    while not asyncio.run(sink_caught_up(kafka_bootstrap, topic_prefix)):
-        assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
-        time.sleep(0.5)
+    wait_caught_up(kafka_bootstrap, f"{topic_prefix}gpufrag-sink")
     _stop(sink)
     sink_log = (tmp_path / "sink.log").read_text()
     assert sink.returncode == 0, sink_log[-2000:]
@@ -193,6 +203,24 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
         raw_rows = count(st, "signals")
     assert raw_rows == len(expected)
     assert stored_keys(stored_signals(dsn)) == as_keys(signals)
+    # the history too: what the second worker made again lands on the rows the first one
+    # wrote (the same keys as the embedded runner's), so nothing is missing or doubled
+    for table, key in HISTORY_KEYS.items():
+        sql = f"SELECT {key} FROM {table} FINAL WHERE run_id = {{run_id:String}}"
+        with store_at(embedded) as st:
+            (run,) = st.query("SELECT run_id FROM runs FINAL").rows[0]
+            ours = sorted(tuple(r) for r in st.query(sql, parameters={"run_id": run}).rows)
+        with store_at(dsn) as st:
+            theirs = sorted(tuple(r) for r in st.query(sql, parameters={"run_id": "live"}).rows)
+        assert ours == theirs, table
+
+
+HISTORY_KEYS = {"events": "id", "node_profiles": "node, ts, seq, profile", "cluster_frag": "ts"}
+"""The history tables a killed worker must leave as the embedded runner's, by key. Only the
+instants of ``cluster_frag``: the second worker evaluates again the instants whose input the
+first had not committed, from a view restored with changes the first made after them, so those
+reports can differ from an uninterrupted run's (measured: 33.2 % allocated against 26.3 % at
+one such instant); the README names this."""
 
 
 def _ranges(text: str) -> set[int]:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from connectors.trace.bundled import bundled_pods_path
 from streams.distributed import topics
+from tests.app.pipeline_helpers import store_at
 
 
 def kafka_env(bootstrap: str) -> dict[str, str]:
@@ -129,3 +133,60 @@ async def collect(
     finally:
         await consumer.stop()
     return got
+
+
+async def group_lag(bootstrap: str, group: str) -> tuple[int, dict[str, int]] | None:
+    """Records the group has not committed yet over every partition it committed on, and
+    the end offsets it was measured against; None before its first commit."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group)
+        if not committed:
+            return None
+        ends = await consumer.end_offsets(list(committed))
+        lag = sum(ends[tp] - meta.offset for tp, meta in committed.items())
+        return lag, {f"{tp.topic}/{tp.partition}": ends[tp] for tp in committed}
+    finally:
+        await admin.close()
+        await consumer.stop()
+
+
+def wait_caught_up(bootstrap: str, group: str, *, timeout_s: float = 240) -> None:
+    """Until ``group`` has committed every record on its partitions, twice in a row with no
+    new record in between (what it read may still be making more)."""
+    deadline = time.monotonic() + timeout_s
+    before: dict[str, int] | None = None
+    while True:
+        got = asyncio.run(group_lag(bootstrap, group))
+        if got is not None and got[0] == 0:
+            if got[1] == before:
+                return
+            before = got[1]
+        else:
+            before = None
+        assert time.monotonic() < deadline, f"group {group} still behind: {got}"
+        time.sleep(2.0)
+
+
+def last_event_time(dsn: str) -> datetime:
+    """The latest event time a stored run of the input holds."""
+    with store_at(dsn) as st:
+        value = st.query("SELECT max(event_time) FROM events").rows[0][0]
+    assert isinstance(value, datetime)
+    return value
+
+
+def until_reported(bootstrap: str, prefix: str, last: datetime, *, timeout_s: float = 600) -> None:
+    """Until the cluster view has reported the instant ``last`` (the input's last)."""
+    final = last.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def done(raw: list[bytes]) -> bool:
+        return any(str(orjson.loads(r)["at"]).startswith(final) for r in raw[-20:])
+
+    got = asyncio.run(
+        collect(bootstrap, topics.CLUSTER_REPORTS.full_name(prefix), done=done, timeout_s=timeout_s)
+    )
+    assert done(got), f"no report for {final} in {timeout_s} s"

@@ -146,7 +146,7 @@ def _deltas(envs: list[Envelope]) -> list[tuple[OrderKey, ProfileUpdate]]:
             u for u in join.apply(env) if isinstance(u, NodeProfileUpdate | TaskProfileUpdate)
         ]
         out += [
-            (OrderKey(env.event_time, env.source, seq, env.id, i), u) for i, u in enumerate(updates)
+            (OrderKey(env.event_time, seq, env.source, env.id, i), u) for i, u in enumerate(updates)
         ]
     return out
 

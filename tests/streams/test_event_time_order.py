@@ -73,12 +73,12 @@ def test_items_come_out_in_source_order_once_the_watermark_passes_them() -> None
     buf: Reorder[str] = Reorder(task_marks())
     both = (EventKind.POD, EventKind.SCHEDULER)
     steps: list[tuple[tuple[str, object], list[str]]] = [
-        (("item", (OrderKey(at(2), "pub", 3, "c"), "c")), []),
-        (("item", (OrderKey(at(1), "pub", 1, "a"), "a")), []),
+        (("item", (OrderKey(at(2), 3, "pub", "c"), "c")), []),
+        (("item", (OrderKey(at(1), 1, "pub", "a"), "a")), []),
         (("progress", ("pods", progress("pub", 2, *both))), []),
-        (("item", (OrderKey(at(1), "pub", 2, "b"), "b")), []),
+        (("item", (OrderKey(at(1), 2, "pub", "b"), "b")), []),
         (("progress", ("sched", progress("pub", 1, *both))), ["a", "b"]),
-        (("item", (OrderKey(at(3), "pub", 4, "d"), "d")), []),
+        (("item", (OrderKey(at(3), 4, "pub", "d"), "d")), []),
         (("progress", ("sched", progress("pub", 3, *both))), ["c"]),
         (("progress", ("pods", progress("pub", 5, *both))), ["d"]),
     ]

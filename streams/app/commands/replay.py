@@ -339,7 +339,6 @@ async def _replay(
     output = StoreOutput(
         sink,
         run_id=run_id,
-        track_arrivals=options.mode is TraceMode.FGD,
         on_signal=tally.observe,
         actuate=sim.actuator.act if options.enforce_actions else None,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -31,10 +32,21 @@ from streams.placement.whatif import CurvePoint, replay_recorded
 MAX_CURVE_POINTS = 2000
 
 
-def load_report(store: Store, run_id: str) -> ReportData:
+class Axis(StrEnum):
+    """What the fragmentation curve is plotted against."""
+
+    AUTO = "auto"
+    ARRIVAL = "arrival"
+    TIME = "time"
+
+
+def load_report(store: Store, run_id: str, *, axis: Axis = Axis.AUTO) -> ReportData:
+    """``axis`` auto: arrived demand for an fgd-mode replay (its workload only grows, as in the
+    FGD paper's curves), time otherwise. A distributed run cannot tell what fed its topics, so
+    one fed by `gpufrag publish --mode fgd` needs ``Axis.ARRIVAL`` to be read the paper's way."""
     p = {"run_id": run_id}
     run = _load_run(store, p)
-    by_arrival = run.mode == "fgd"
+    by_arrival = axis is Axis.ARRIVAL or (axis is Axis.AUTO and run.mode == "fgd")
     return ReportData(
         run=run,
         x_label="arrived GPU demand (% of capacity)" if by_arrival else "time",
@@ -199,6 +211,15 @@ def report(
             "(random, best-fit, fgd), as `gpufrag whatif` does."
         ),
     ] = None,
+    x: Annotated[
+        Axis,
+        typer.Option(
+            "--x",
+            help="Plot fragmentation against arrived GPU demand or time; auto: arrival for an "
+            "fgd-mode replay, time otherwise (a distributed run fed by `gpufrag publish --mode "
+            "fgd` needs --x arrival).",
+        ),
+    ] = Axis.AUTO,
 ) -> None:
     """Write a self-contained HTML page (PNG plots inside) about a stored run: fragmentation
     and allocation over the run, pending pods by blocking reason, top stranded nodes, signals,
@@ -208,7 +229,7 @@ def report(
             raise QueryError(f"unknown policy {whatif!r}; known: {', '.join(sorted(POLICIES))}")
         st = open_history_to_read(store_settings(store))
         run_id = read_run(st, run)
-        data = load_report(st, run_id)
+        data = load_report(st, run_id, axis=x)
         if whatif is not None:
             data = replace(data, whatif=whatif_curves(st, run_id, whatif))
         from streams.app.report.render import write_report  # matplotlib: only when asked

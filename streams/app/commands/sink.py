@@ -21,9 +21,8 @@ from streams.app.history import open_history, store_settings
 from streams.app.options import BootstrapOption, PrefixOption, StoreOption
 from streams.app.runs import run_row
 from streams.app.stopping import stop_event
-from streams.app.topic_history import HistoryRows
-from streams.app.topic_sink import TopicSink
-from streams.distributed import topics
+from streams.app.stored_summary import stored_summary
+from streams.app.topic_sink import sink_topics, topic_sink
 
 
 def sink(
@@ -58,7 +57,15 @@ def sink(
     )
 
 
-def _run_row(run_id: str, bus: Bus, group: str, *, status: str, started: datetime) -> Row:
+def _run_row(
+    run_id: str,
+    bus: Bus,
+    group: str,
+    *,
+    status: str,
+    started: datetime,
+    summary: dict[str, object] | None = None,
+) -> Row:
     return run_row(
         run_id,
         status=status,
@@ -68,7 +75,7 @@ def _run_row(run_id: str, bus: Bus, group: str, *, status: str, started: datetim
         policy="",
         seed=0,
         params={"group": group},
-        summary={},
+        summary=summary or {},
     )
 
 
@@ -83,37 +90,15 @@ async def _run(
     )
     rows = ClickHouseSink(lambda: open_store(settings), settings)
     await rows.start()
-    signals_topic = topics.SIGNALS.full_name(bus.prefix)
-    dead_topic = topics.DEAD_LETTER.full_name(bus.prefix)
-    actions_topic = topics.ACTIONS.full_name(bus.prefix)
-    inputs = sorted(spec.full_name(bus.prefix) for spec in topics.INPUT_BY_KIND.values())
-    deltas_topic = topics.CAPACITY_DELTAS.full_name(bus.prefix)
-    reports_topic = topics.CLUSTER_REPORTS.full_name(bus.prefix)
-    recorded = HistoryRows(
-        run_id=run_id, inputs=frozenset(inputs), deltas=deltas_topic, reports=reports_topic
-    )
     consumer = AIOKafkaConsumer(
-        signals_topic,
-        dead_topic,
-        actions_topic,
-        *inputs,
-        deltas_topic,
-        reports_topic,
+        *sink_topics(bus.prefix),
         bootstrap_servers=bus.bootstrap,
         group_id=f"{bus.prefix}{group}",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     await consumer.start()
-    out = TopicSink(
-        consumer=consumer,
-        sink=rows,
-        run_id=run_id,
-        signals_topic=signals_topic,
-        dead_letter_topic=dead_topic,
-        actions_topic=actions_topic,
-        history=recorded,
-    )
+    out = topic_sink(bus.prefix, consumer=consumer, sink=rows, run_id=run_id)
     try:
         with stop_event(duration_s) as stop:
             await out.run(stop)
@@ -121,10 +106,12 @@ async def _run(
         with contextlib.suppress(Exception):  # offsets not committed: read again next time
             await consumer.stop()
         await rows.stop()
-        await asyncio.to_thread(
-            history.insert,
-            "runs",
-            [_run_row(run_id, bus, group, status="finished", started=started)],
-        )
-        await asyncio.to_thread(history.close)
-    return {**out.counts, **recorded.counts}
+        counts = {**out.counts, **(out.history.counts if out.history else {})}
+        try:
+            summary = await asyncio.to_thread(stored_summary, history, run_id)
+            summary["stored_by_this_sink"] = counts
+            end = _run_row(run_id, bus, group, status="finished", started=started, summary=summary)
+            await asyncio.to_thread(history.insert, "runs", [end])
+        finally:
+            await asyncio.to_thread(history.close)
+    return counts

@@ -56,7 +56,7 @@ async def watch_to_store(
     await asyncio.to_thread(history.insert, "runs", [row("running", {})])
     sink = ClickHouseSink(lambda: open_store(store), store, registry=registry)
     await sink.start()
-    output = StoreOutput(sink, run_id=run_id, track_arrivals=False)
+    output = StoreOutput(sink, run_id=run_id)
     # a live cluster learns its expected workload from the pods it sees
     pipeline = define_pipeline(settings).build()
     stream = LiveStream()

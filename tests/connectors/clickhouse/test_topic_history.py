@@ -15,7 +15,7 @@ from models.analysis import (
     NearMiss,
 )
 from models.progress import SourceProgress
-from streams.app.topic_history import HistoryRows
+from streams.app.topic_history import TELEMETRY_SEQ, HistoryRows
 from streams.app.topic_sink import TopicSink
 from streams.distributed.codec import decode_report, encode, encode_progress, encode_report
 from streams.instants import OrderKey
@@ -52,7 +52,7 @@ def report() -> InstantReport:
 
 
 def batches() -> list[dict[TP, list[Record]]]:
-    order = OrderKey(at(1), "kube", 1, "e1")
+    order = OrderKey(at(1), 1, "kube", "e1")
     deltas = [
         encode(NodeProfileUpdate("gpu-node-1", node_profile(), at(1)), order=order),
         encode(TaskProfileUpdate("ml/job-1", task_profile(), at(1)), order=order),
@@ -122,9 +122,11 @@ async def test_history_records_become_the_embedded_runners_rows_once(
     assert tuple(ev) == ("gpu_sample", "gpu-node-1")
     assert count(store, "gpu_samples") == 1
     tasks = store.query("SELECT pod, seq, removed FROM task_profiles ORDER BY seq").rows
-    assert [tuple(r) for r in tasks] == [("ml/job-1", 1, 0), ("ml/job-1", 3, 1)]
+    # seq: the delta's place in the source order (publisher seq 1, so 1 << 14), the same
+    # key the embedded runner gives it; the deletion came with no order: the instant's last
+    assert [tuple(r) for r in tasks] == [("ml/job-1", 1 << 14, 0), ("ml/job-1", TELEMETRY_SEQ, 1)]
     (node,) = store.query("SELECT node, seq FROM node_profiles").rows
-    assert tuple(node) == ("gpu-node-1", 0)
+    assert tuple(node) == ("gpu-node-1", 1 << 14)
     (frag,) = store.query("SELECT ts, frag_amount_pct, pending_pods FROM cluster_frag").rows
     assert (frag[1], frag[2]) == (18.75, 1)
     (exp,) = store.query("SELECT pod, unplaceable, reasons FROM pending_explanations").rows
