@@ -12,12 +12,14 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models import EventKind
+from models import EventKind, GpufragSettings, NodeEvent, PodEvent
 from models.progress import SourceProgress
 from streams.detectors.cluster import ClusterAnalysis
 from streams.distributed.ordering import Reorder, Watermarks
 from streams.instants import Instants, OrderKey
+from streams.pipeline import define_pipeline
 from tests.app.reference_replay import operator_run
+from tests.streams.oom_incident import node, pod, wrap
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -196,3 +198,27 @@ def test_after_a_restart_every_known_source_is_waited_for_again() -> None:
     after.on_progress("pods", progress("kube@a", 50, *both))
     after.on_progress("sched", progress("kube@a", 50, *both))
     assert after.current() == at(50)
+
+
+def test_same_instant_events_of_two_sources_reach_the_view_in_the_order_they_were_sent() -> None:
+    """A replay with injected incidents sends a trace node and an injected pod bound to it at
+    one instant, node first. Ordered by source name ("inject" < "trace"), the pod's node delta
+    reached the view before the node's own, and the view kept the empty node for the whole
+    instant and after; ordered by the publisher's sequence, as the join saw them, it keeps the
+    pod, as the join's profile does."""
+    p = define_pipeline(GpufragSettings()).build()
+    instants: Instants[object, object] = Instants(p.cluster)
+    sent = [
+        wrap(NodeEvent(change="upsert", node=node("n-1")), 0, source="trace:t"),
+        wrap(PodEvent(change="upsert", pod=pod("batch/solo", on="n-1")), 0, source="inject:i"),
+        wrap(NodeEvent(change="upsert", node=node("n-2")), 10, source="trace:t"),
+    ]
+    for seq, env in enumerate(sent):
+        env = env.model_copy(update={"seq": seq})
+        instants.release(env.event_time - timedelta(microseconds=1))
+        for key, update in p.ordered(env, p.join.apply(env)):
+            instants.add(key, update)
+    instants.release(sent[-1].event_time)
+    view = p.cluster.view.nodes["n-1"]
+    assert view == p.join.node_profiles["n-1"]
+    assert view.gpu_milli_free_total == 0  # the pod holds the node's one card
