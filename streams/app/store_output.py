@@ -55,6 +55,7 @@ class StoreOutput:
 
     async def emit(self, item: Emission) -> None:
         batches: dict[str, list[Row]] = {}
+        self._seq = {}
         if item.env is not None:
             self._event_rows(item, batches)
             kinds = (NodeProfileUpdate, TaskProfileUpdate)
