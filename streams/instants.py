@@ -12,6 +12,7 @@ interleave on the way.
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -41,10 +42,16 @@ class OrderKey(NamedTuple):
     def row_seq(self) -> int:
         """The delta's place within its instant as one number, the profile tables' ``seq``:
         both runners give a delta the same key, so a delta a restarted worker sends again
-        lands on the row it wrote before. Ties between publishers with equal sequence numbers
-        at one instant share it (the later row replaces the earlier). 4,096 deltas per stage
-        and event, 2**50 events per publisher."""
-        return (self.seq << 14) | (min(self.rank, 3) << 12) | min(self.sub, 4095)
+        lands on the row it wrote before.
+
+        Bits, high to low: 42 of the publisher's sequence (4.4e12 events; a larger one wraps),
+        8 of a hash of the event id, 2 of the stage's rank, 12 of the position among its
+        outputs (4,096). The id's byte keeps apart same-instant events of publishers that
+        number alike (`gpufrag watch` runs one per source, each from 0; late and foreign
+        events carry none): two such events on one node share a row only 1 time in 256."""
+        seq = self.seq & (2**42 - 1)
+        tag = zlib.crc32(self.id.encode()) & 0xFF
+        return (seq << 22) | (tag << 14) | ((self.rank & 3) << 12) | min(self.sub, 4095)
 
 
 In = TypeVar("In")

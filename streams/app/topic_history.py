@@ -27,7 +27,8 @@ from streams.distributed.codec import decode, decode_input, decode_report
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 
 Rows = list[tuple[str, Row]]
-TELEMETRY_SEQ = 2**63 - 1
+TELEMETRY_SEQ = 2**64 - 1
+"""The profile tables' largest seq (UInt64): after every ordered delta of the instant."""
 
 
 @dataclass

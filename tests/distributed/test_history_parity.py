@@ -29,6 +29,8 @@ import pytest
 from streams.app.commands.report import Axis, load_report
 from streams.app.commands.sql import queries_dir
 from streams.app.named_queries import bind, load_queries
+from streams.app.topic_history import TELEMETRY_SEQ
+from streams.app.topic_sink import sink_topics
 from tests.app.pipeline_helpers import gpufrag, gpufrag_env, store_at
 from tests.distributed.worker_helpers import (
     kafka_env,
@@ -91,7 +93,7 @@ def _distributed(bootstrap: str, prefix: str, dsn: str, work: Path, last: dateti
         )
         assert out.returncode == 0, out.stderr[-3000:]
         until_reported(bootstrap, prefix, last, timeout_s=900)
-        wait_caught_up(bootstrap, f"{prefix}gpufrag-sink")
+        wait_caught_up(bootstrap, f"{prefix}gpufrag-sink", sink_topics(prefix))
     finally:
         for proc in (sink, worker):
             proc.terminate()
@@ -188,7 +190,9 @@ def test_the_embedded_runner_and_kafka_workers_and_sink_keep_the_same_history(
     # peak reaches the pod's stage unordered, after a short-lived pod is gone (the README's gap)
     tasks = "SELECT pod, ts, seq, profile FROM task_profiles FINAL WHERE run_id = {run_id:String}"
     mine = {r[:3]: _without_peak(r[3]) for r in _rows(ours, tasks, a)}
-    sunk = {r[:3]: _without_peak(r[3]) for r in _rows(theirs, tasks, b)}
+    # a peak that reaches the pod's stage while the pod still exists is stored under the
+    # instant's last seq (no place in the source order), whether it comes depends on timing
+    sunk = {r[:3]: _without_peak(r[3]) for r in _rows(theirs, tasks, b) if r[2] != TELEMETRY_SEQ}
     assert sunk.keys() <= mine.keys()
     assert {k: mine[k] for k in sunk} == sunk
     assert len(sunk) >= 0.95 * len(mine)

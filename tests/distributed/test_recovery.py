@@ -22,6 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from models import NodeProfile, Signal, TaskProfile, from_json
+from streams.app.topic_sink import sink_topics
 from streams.distributed import topics
 from tests.app.pipeline_helpers import (
     as_keys,
@@ -193,7 +194,7 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     assert "cluster view rebuilt" in (tmp_path / "second.log").read_text()
     # the sink took everything the workers sent, and stored each signal once: not one
     # duplicate row, even before ClickHouse merges its keys
-    wait_caught_up(kafka_bootstrap, f"{topic_prefix}gpufrag-sink")
+    wait_caught_up(kafka_bootstrap, f"{topic_prefix}gpufrag-sink", sink_topics(topic_prefix))
     _stop(sink)
     sink_log = (tmp_path / "sink.log").read_text()
     assert sink.returncode == 0, sink_log[-2000:]

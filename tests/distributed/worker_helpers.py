@@ -135,33 +135,47 @@ async def collect(
     return got
 
 
-async def group_lag(bootstrap: str, group: str) -> tuple[int, dict[str, int]] | None:
-    """Records the group has not committed yet over every partition it committed on, and
-    the end offsets it was measured against; None before its first commit."""
+async def group_lag(
+    bootstrap: str, group: str, topic_names: list[str]
+) -> tuple[int, dict[str, int]]:
+    """Records of ``topic_names`` the group has not committed yet (a partition it never
+    committed on counts from its first offset), and the end offsets it was measured against."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await admin.start()
     await consumer.start()
     try:
+        described = await admin.describe_topics(topic_names)
+        tps = [
+            TopicPartition(d["topic"], p["partition"])
+            for d in described
+            for p in sorted(d["partitions"], key=lambda p: p["partition"])
+        ]
+        missing = sorted(set(topic_names) - {tp.topic for tp in tps})
+        assert not missing, f"no partitions known for {missing}"
         committed = await admin.list_consumer_group_offsets(group)
-        if not committed:
-            return None
-        ends = await consumer.end_offsets(list(committed))
-        lag = sum(ends[tp] - meta.offset for tp, meta in committed.items())
-        return lag, {f"{tp.topic}/{tp.partition}": ends[tp] for tp in committed}
+        starts = await consumer.beginning_offsets(tps)
+        ends = await consumer.end_offsets(tps)
+        done = {tp: committed[tp].offset if tp in committed else starts[tp] for tp in tps}
+        lag = sum(ends[tp] - done[tp] for tp in tps)
+        return lag, {f"{tp.topic}/{tp.partition}": ends[tp] for tp in tps}
     finally:
         await admin.close()
         await consumer.stop()
 
 
-def wait_caught_up(bootstrap: str, group: str, *, timeout_s: float = 240) -> None:
-    """Until ``group`` has committed every record on its partitions, twice in a row with no
+def wait_caught_up(
+    bootstrap: str, group: str, topic_names: list[str], *, timeout_s: float = 240
+) -> None:
+    """Until ``group`` has committed every record of ``topic_names``, twice in a row with no
     new record in between (what it read may still be making more)."""
     deadline = time.monotonic() + timeout_s
     before: dict[str, int] | None = None
     while True:
-        got = asyncio.run(group_lag(bootstrap, group))
-        if got is not None and got[0] == 0:
+        got: tuple[int, dict[str, int]] | None = asyncio.run(
+            group_lag(bootstrap, group, topic_names)
+        )
+        if got[0] == 0:
             if got[1] == before:
                 return
             before = got[1]

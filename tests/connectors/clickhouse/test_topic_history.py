@@ -51,8 +51,11 @@ def report() -> InstantReport:
     return InstantReport(at=at(3), summary=SUMMARY, explanations={"ml/waits": (exp, pending)})
 
 
+ORDER = OrderKey(at(1), 1, "kube", "e1")
+
+
 def batches() -> list[dict[TP, list[Record]]]:
-    order = OrderKey(at(1), 1, "kube", "e1")
+    order = ORDER
     deltas = [
         encode(NodeProfileUpdate("gpu-node-1", node_profile(), at(1)), order=order),
         encode(TaskProfileUpdate("ml/job-1", task_profile(), at(1)), order=order),
@@ -122,11 +125,12 @@ async def test_history_records_become_the_embedded_runners_rows_once(
     assert tuple(ev) == ("gpu_sample", "gpu-node-1")
     assert count(store, "gpu_samples") == 1
     tasks = store.query("SELECT pod, seq, removed FROM task_profiles ORDER BY seq").rows
-    # seq: the delta's place in the source order (publisher seq 1, so 1 << 14), the same
-    # key the embedded runner gives it; the deletion came with no order: the instant's last
-    assert [tuple(r) for r in tasks] == [("ml/job-1", 1 << 14, 0), ("ml/job-1", TELEMETRY_SEQ, 1)]
+    # seq: the delta's place in the source order, the key the embedded runner gives it; the
+    # deletion came with no order: the instant's last
+    placed = ORDER.row_seq()
+    assert [tuple(r) for r in tasks] == [("ml/job-1", placed, 0), ("ml/job-1", TELEMETRY_SEQ, 1)]
     (node,) = store.query("SELECT node, seq FROM node_profiles").rows
-    assert tuple(node) == ("gpu-node-1", 1 << 14)
+    assert tuple(node) == ("gpu-node-1", placed)
     (frag,) = store.query("SELECT ts, frag_amount_pct, pending_pods FROM cluster_frag").rows
     assert (frag[1], frag[2]) == (18.75, 1)
     (exp,) = store.query("SELECT pod, unplaceable, reasons FROM pending_explanations").rows
