@@ -4,8 +4,6 @@ explanations; reading every record again adds no row."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,11 +11,12 @@ import orjson
 import pytest
 
 from models import Envelope
+from streams.app.topic_sink import sink_topics
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
 from tests.distributed.quota_events import events
 from tests.distributed.runner_signals import through_worker
-from tests.distributed.worker_helpers import kafka_env
+from tests.distributed.worker_helpers import start_sink, wait_caught_up
 from tests.kube_fake.objects import T0
 from tests.streams.quota_scenarios import gpu_node
 
@@ -45,20 +44,17 @@ def explained(raw: list[bytes]) -> bool:
     return any(orjson.loads(r).get("explanations") for r in raw)
 
 
-def run_sink(bootstrap: str, prefix: str, dsn: str, group: str) -> str:
-    out = subprocess.run(
-        [
-            *(sys.executable, "-m", "streams.app", "sink", "--prefix", prefix),
-            *("--store", dsn, "--group", group, "--duration-s", "25"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=kafka_env(bootstrap),
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+def run_sink(bootstrap: str, prefix: str, dsn: str, group: str, log: Path) -> str:
+    """A sink in ``group`` until it has stored every record on the bus; its output."""
+    sink = start_sink(bootstrap, prefix, dsn, log, group=group)
+    try:
+        wait_caught_up(bootstrap, f"{prefix}{group}", sink_topics(prefix))
+    finally:
+        sink.terminate()
+        sink.wait(120)
+    said = log.read_text()
+    assert sink.returncode == 0, said[-3000:]
+    return said
 
 
 def counts(dsn: str, *, final: bool) -> dict[str, int]:
@@ -83,7 +79,7 @@ def test_the_sink_stores_the_workers_history_once(
     )
     assert explained(reports), log
     dsn = f"chdb://{tmp_path / 'store'}"
-    said = run_sink(kafka_bootstrap, topic_prefix, dsn, "history-1")
+    said = run_sink(kafka_bootstrap, topic_prefix, dsn, "history-1", tmp_path / "sink-1.log")
     first = counts(dsn, final=True)
     assert first["events"] == len(envs), said
     # one row per instant; the worker may have reported more after the reports were read
@@ -95,5 +91,5 @@ def test_the_sink_stores_the_workers_history_once(
     assert str(run[0]).startswith("distributed:kafka:") and run[1] == "distributed"
 
     # a second sink in another group reads every record from the start again
-    run_sink(kafka_bootstrap, topic_prefix, dsn, "history-2")
+    run_sink(kafka_bootstrap, topic_prefix, dsn, "history-2", tmp_path / "sink-2.log")
     assert counts(dsn, final=True) == first

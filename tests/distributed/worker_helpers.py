@@ -58,9 +58,14 @@ def start_worker(
     return proc
 
 
-def start_sink(bootstrap: str, prefix: str, dsn: str, log: Path) -> subprocess.Popen[bytes]:
+def start_sink(
+    bootstrap: str, prefix: str, dsn: str, log: Path, *, group: str = "gpufrag-sink"
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "streams.app", "sink", "--prefix", prefix, "--store", dsn],
+        [
+            *(sys.executable, "-m", "streams.app", "sink", "--prefix", prefix),
+            *("--store", dsn, "--group", group),
+        ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
         env=kafka_env(bootstrap),
