@@ -48,21 +48,14 @@ class StoreOutput:
         self.action_counts: dict[str, dict[str, int]] = {}
         """Audit records stored, by kind and outcome."""
         self.run_id = run_id
-        self._seq: dict[int, int] = {}
-        """Profile seq of each of the current emission's deltas (by object id)."""
         # signals handed to the store, by kind and state: the summary needs counts, not rows
         self.signal_counts: dict[str, dict[str, int]] = {}
 
     async def emit(self, item: Emission) -> None:
         batches: dict[str, list[Row]] = {}
-        self._seq = {}
         if item.env is not None:
             self._event_rows(item, batches)
-            kinds = (NodeProfileUpdate, TaskProfileUpdate)
-            deltas: list[ProfileUpdate] = [u for u in item.outputs if isinstance(u, kinds)]
-            # the distributed runner's key for the same delta (``OrderKey.row_seq``), so both
-            # runners store a profile change under one key
-            self._seq = {id(u): k.row_seq() for k, u in ordered_deltas(item.env, deltas)}
+            self._profile_rows(item, batches)
         for out in item.outputs:
             if isinstance(out, REQUEST_TYPES) and self.actuate is not None:
                 out = await self.actuate(out)
@@ -81,18 +74,24 @@ class StoreOutput:
         if isinstance(p, GpuSampleEvent):
             batches.setdefault("gpu_samples", []).append(gpu_sample_row(self.run_id, env))
 
+    def _profile_rows(self, item: Emission, batches: dict[str, list[Row]]) -> None:
+        """Each profile change of the event, under the key the distributed runner gives the
+        same delta (``OrderKey.row_seq``), so both runners store it on one row."""
+        assert item.env is not None
+        run = self.run_id
+        kinds = (NodeProfileUpdate, TaskProfileUpdate)
+        deltas: list[ProfileUpdate] = [u for u in item.outputs if isinstance(u, kinds)]
+        for key, u in ordered_deltas(item.env, deltas):
+            seq = key.row_seq()
+            if isinstance(u, NodeProfileUpdate):
+                row = node_profile_row(run, u.name, u.profile, at=u.at, seq=seq)
+                batches.setdefault("node_profiles", []).append(row)
+            elif isinstance(u, TaskProfileUpdate):
+                row = task_profile_row(run, u.key, u.profile, at=u.at, seq=seq)
+                batches.setdefault("task_profiles", []).append(row)
+
     def _rows_of(self, out: object) -> list[tuple[str, Row]]:
         run = self.run_id
-        if isinstance(out, NodeProfileUpdate):
-            seq = self._seq.get(id(out), 0)
-            return [
-                ("node_profiles", node_profile_row(run, out.name, out.profile, at=out.at, seq=seq))
-            ]
-        if isinstance(out, TaskProfileUpdate):
-            seq = self._seq.get(id(out), 0)
-            return [
-                ("task_profiles", task_profile_row(run, out.key, out.profile, at=out.at, seq=seq))
-            ]
         if isinstance(out, Signal):
             per_kind = self.signal_counts.setdefault(out.kind.value, {})
             per_kind[out.state] = per_kind.get(out.state, 0) + 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from tests.distributed.worker_helpers import (
     collect,
     kafka_env,
     signal_key,
-    sink_caught_up,
     start_sink,
     start_worker,
+    wait_caught_up,
 )
 
 pytestmark = pytest.mark.kafka
@@ -147,10 +146,12 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         assert figures["gpufrag_worker_released_total"] > 0
         assert figures["gpufrag_worker_signals_total"] >= len(ours)
         # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin
-        deadline = time.monotonic() + 120
-        while not asyncio.run(sink_caught_up(kafka_bootstrap, topic_prefix)):
-            assert time.monotonic() < deadline, (tmp_path / "sink.log").read_text()[-2000:]
-            time.sleep(0.5)
+        wait_caught_up(
+            kafka_bootstrap,
+            f"{topic_prefix}gpufrag-sink",
+            [t.full_name(topic_prefix) for t in (topics.SIGNALS, topics.DEAD_LETTER)],
+            timeout_s=120,
+        )
     finally:
         proc.terminate()
         sink.terminate()

@@ -72,27 +72,6 @@ def start_sink(
     )
 
 
-async def sink_caught_up(bootstrap: str, prefix: str) -> bool:
-    """The sink has committed every signal and dead-letter record: it has them in the store."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-sink", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        tps = [
-            TopicPartition(t.full_name(prefix), p)
-            for t in (topics.SIGNALS, topics.DEAD_LETTER)
-            for p in range(t.partitions)
-        ]
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            if ((await consumer.committed(tp)) or 0) < ends[tp]:
-                return False
-        return True
-    finally:
-        await consumer.stop()
-
-
 def signal_key(d: dict[str, object]) -> tuple[object, ...]:
     """What must match between runners: identity, state, times and evidence."""
     return (
