@@ -45,6 +45,7 @@ __all__ = [
     "OomStormSettings",
     "PlannerSettings",
     "QuotaSettings",
+    "SqlSettings",
     "StoreSettings",
     "StrandedGpusSettings",
     "TraceSettings",
@@ -364,6 +365,20 @@ class WatchSettings(_Group):
     the source waits, so a bus that is down does not grow memory without bound."""
 
 
+class SqlSettings(_Group):
+    """Limits of `gpufrag sql --query`, fixed in its session before the user's statement runs
+    (with ``readonly = 1`` set last, the statement cannot change them back)."""
+
+    max_result_rows: Annotated[int, Field(ge=1, le=10_000_000)] = 100_000
+    """Rows a query may return; more is an error, not a silently cut result. 100,000 rows
+    of a wide table is about what a terminal or a CSV for a spreadsheet is useful for."""
+    max_execution_time_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
+    """Seconds a query may run. A scan of a year of a 1,000-node cluster's samples takes
+    seconds; a query over ``system.numbers`` would run for ever."""
+    max_memory_bytes: Annotated[int, Field(ge=64 * 1024**2, le=1024**4)] = 4 * 1024**3
+    """Memory one query may use in the engine (4 GiB: a sixth of a 24 GiB machine)."""
+
+
 class GpufragSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -373,6 +388,7 @@ class GpufragSettings(BaseSettings):
     detectors: DetectorSettings = DetectorSettings()
     trace: TraceSettings = TraceSettings()
     store: StoreSettings = StoreSettings()
+    sql: SqlSettings = SqlSettings()
     kafka: KafkaSettings = KafkaSettings()
     kube: KubeSettings = KubeSettings()
     dcgm: DcgmSettings = DcgmSettings()

@@ -334,19 +334,25 @@ def _between(text: str, start: str, end: str) -> str | None:
     return value if sep else None
 
 
+def server_client(location: StoreLocation, **options: Any) -> Any:
+    """A clickhouse-connect client for a server DSN; ``options`` go to ``get_client``."""
+    return clickhouse_connect.get_client(
+        host=location.host,
+        port=location.port,
+        username=location.user,
+        password=location.password,
+        secure=location.secure,
+        tz_mode="aware",
+        # Statements are serialized by Store and carry the database, so no server session
+        # is needed; a session would also make concurrent calls fail with SESSION_IS_LOCKED.
+        autogenerate_session_id=False,
+        **options,
+    )
+
+
 def _open_server(location: StoreLocation, database: str) -> Store:
     try:
-        client = clickhouse_connect.get_client(
-            host=location.host,
-            port=location.port,
-            username=location.user,
-            password=location.password,
-            secure=location.secure,
-            tz_mode="aware",
-            # Statements are serialized by Store and carry the database, so no server session
-            # is needed; a session would also make concurrent calls fail with SESSION_IS_LOCKED.
-            autogenerate_session_id=False,
-        )
+        client = server_client(location)
     except Exception as exc:
         raise StoreError(
             f"cannot reach the store at {location.describe()}: {one_line(str(exc))}"

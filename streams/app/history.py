@@ -13,9 +13,10 @@ from models import GpufragSettings, StoreSettings
 from streams.app.runs import abandon_orphaned_runs
 
 
-def store_settings(dsn: str | None) -> StoreSettings:
-    """``--store`` wins over GPUFRAG_STORE__DSN, which wins over the default chDB path."""
-    base = GpufragSettings().store
+def store_settings(dsn: str | None, *, loaded: GpufragSettings | None = None) -> StoreSettings:
+    """``--store`` wins over GPUFRAG_STORE__DSN, which wins over the default chDB path.
+    ``loaded``: the settings a command already read, so they are read once."""
+    base = (loaded or GpufragSettings()).store
     return base.model_copy(update={"dsn": dsn or base.dsn or default_store_dsn()})
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,10 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from connectors.clickhouse.migrate import default_sql_dir
+from connectors.clickhouse.read_only import open_read_only
 from connectors.clickhouse.store import Store
-from streams.app.adhoc_sql import checked_query, run_read_only, schema, schema_lines
+from models import GpufragSettings
+from streams.app.adhoc_sql import run_adhoc, schema, schema_lines
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
+from streams.app.json_values import plain
 from streams.app.named_queries import (
     NamedQuery,
     QueryError,
@@ -41,16 +43,6 @@ class Format(StrEnum):
 
 def queries_dir() -> Path:
     return default_sql_dir().parent / "queries"
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
 
 
 def read_run(store: Store, run_id: str | None) -> str:
@@ -99,8 +91,8 @@ def sql(
         str | None,
         typer.Option(
             "--query",
-            help="Run one read-only statement (SELECT, WITH, SHOW, DESCRIBE) of your own; "
-            "--param k=v binds a {k:Type} placeholder in it.",
+            help="Run one SELECT (or WITH ... SELECT) of your own over the store's tables, "
+            "read-only; --param k=v binds a {k:Type} placeholder in it.",
         ),
     ] = None,
     show_schema: Annotated[
@@ -110,7 +102,8 @@ def sql(
 ) -> None:
     """Run a named analysis over the stored history; run_id defaults to the latest finished
     run. Which run was read is said on stderr (and a run that did not finish, when named).
-    --query runs your own SQL with ClickHouse's readonly setting; --schema lists the tables."""
+    --query runs one SELECT of your own over the store's tables, read-only and within the
+    GPUFRAG_SQL__* limits; --schema lists the tables."""
     with user_errors():
         _check_one_mode(name, query=query, show_schema=show_schema, list_queries=list_queries)
         if query is not None or show_schema:
@@ -154,14 +147,16 @@ def _check_one_mode(
 
 
 def _adhoc(query: str | None, given: dict[str, str], *, fmt: Format, dsn: str | None) -> None:
-    """--query or --schema (when ``query`` is None); both only read, with readonly = 1."""
+    """--query (in a read-only session whose limits are fixed before it runs) or --schema
+    (when ``query`` is None: gpufrag's own query of the catalogue)."""
     if query is None and given:
         raise QueryError("--param goes with a named query or --query, not --schema")
-    checked = checked_query(query, given) if query is not None else None
-    st = open_history_to_read(store_settings(dsn))
+    settings = GpufragSettings()
+    st = open_history_to_read(store_settings(dsn, loaded=settings))
     try:
-        if checked is not None:
-            res = run_read_only(st, *checked)
+        if query is not None:
+            with open_read_only(st, settings.sql) as session:
+                res = run_adhoc(session, query, given, limits=settings.sql)
             _print_rows(res.columns, res.rows, fmt=fmt, title="query")
             return
         tables = schema(st)
@@ -177,18 +172,22 @@ def _print_rows(
     columns: list[str], rows: list[tuple[object, ...]], *, fmt: Format, title: str
 ) -> None:
     if fmt is Format.JSON:
-        typer.echo(json.dumps([dict(zip(columns, map(_plain, r), strict=True)) for r in rows]))
+        typer.echo(
+            json.dumps(
+                [dict(zip(columns, map(plain, r), strict=True)) for r in rows], allow_nan=False
+            )
+        )
     elif fmt is Format.CSV:
         buf = io.StringIO()
         w = csv.writer(buf)
         w.writerow(columns)
         for r in rows:
-            w.writerow([_plain(v) for v in r])
+            w.writerow([plain(v) for v in r])
         typer.echo(buf.getvalue(), nl=False)
     else:
         table = Table(title=f"{title} ({len(rows)} rows)")
         for c in columns:
             table.add_column(c)
         for r in rows:
-            table.add_row(*(str(_plain(v)) for v in r))
+            table.add_row(*(str(plain(v)) for v in r))
         Console().print(table)
