@@ -1,4 +1,4 @@
-"""Fail CI when a module or function in the library packages grows past the agreed size.
+"""Fail CI when a module or function in the packages or the tests grows past the agreed size.
 
 Long modules and functions are where review misses bugs, so the limits are enforced
 mechanically rather than left to taste. A function's body runs from its first statement
@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("models", "connectors", "streams")
+PACKAGES = ("models", "connectors", "streams", "tests")
+"""The product's packages and the tests: a 900-line test module hides what it checks as well as
+a 900-line module hides a bug."""
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 

@@ -15,29 +15,7 @@ STARTED = datetime(2024, 5, 17, 9, 30, tzinfo=UTC)
 
 def make_report_data(*, x_is_time: bool, run_id: str = "run-42") -> ReportData:
     """A plausible run: an FGD-protocol curve (demand x) or a replay timeline (time x)."""
-    if x_is_time:
-        start = STARTED.timestamp()
-        series = tuple(
-            FragPoint(
-                x=start + 600.0 * i,
-                frag_amount_pct=4.0 + 6.0 * math.sin(i / 9.0) ** 2,
-                frag_ratio_pct=15.0 + 40.0 * i / 144,
-                alloc_pct=30.0 + 55.0 * i / 144,
-            )
-            for i in range(145)  # one day in 10-minute steps
-        )
-        x_label = "time"
-    else:
-        series = tuple(
-            FragPoint(
-                x=float(level),
-                frag_amount_pct=min(level, 100) * 0.12,
-                frag_ratio_pct=12.0 + 0.6 * level,
-                alloc_pct=min(level * 0.9, 88.0),
-            )
-            for level in range(0, 131, 5)
-        )
-        x_label = "arrived GPU demand (% of capacity)"
+    series, x_label = _time_series() if x_is_time else _demand_series()
     run = RunInfo(
         run_id=run_id,
         source="alibaba-gpu-v2023/openb_pod_list_default",
@@ -100,6 +78,33 @@ def make_report_data(*, x_is_time: bool, run_id: str = "run-42") -> ReportData:
         ),
         generated_at=STARTED + timedelta(days=1),
     )
+
+
+def _time_series() -> tuple[tuple[FragPoint, ...], str]:
+    start = STARTED.timestamp()
+    series = tuple(
+        FragPoint(
+            x=start + 600.0 * i,
+            frag_amount_pct=4.0 + 6.0 * math.sin(i / 9.0) ** 2,
+            frag_ratio_pct=15.0 + 40.0 * i / 144,
+            alloc_pct=30.0 + 55.0 * i / 144,
+        )
+        for i in range(145)  # one day in 10-minute steps
+    )
+    return series, "time"
+
+
+def _demand_series() -> tuple[tuple[FragPoint, ...], str]:
+    series = tuple(
+        FragPoint(
+            x=float(level),
+            frag_amount_pct=min(level, 100) * 0.12,
+            frag_ratio_pct=12.0 + 0.6 * level,
+            alloc_pct=min(level * 0.9, 88.0),
+        )
+        for level in range(0, 131, 5)
+    )
+    return series, "arrived GPU demand (% of capacity)"
 
 
 def make_empty_report_data() -> ReportData:

@@ -126,25 +126,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         assert any("schema_version 99 is newer" in r["reason"] for r in records)
         assert proc.poll() is None  # the worker is still up
         # and says so on its metrics endpoint
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            text = resp.read().decode()
-        figures = {
-            s.name: s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-        assert figures["gpufrag_worker_dead_letters_total"] == MALFORMED
-        by_reason = [
-            s
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-            if s.name == "gpufrag_worker_dead_letters_by_reason_total"
-        ]
-        assert sum(s.value for s in by_reason) == MALFORMED
-        assert {s.labels["reason"] for s in by_reason} == {"undecodable"}
-        assert all(s.labels["topic"].startswith(topic_prefix) for s in by_reason)
-        assert figures["gpufrag_worker_released_total"] > 0
-        assert figures["gpufrag_worker_signals_total"] >= len(ours)
+        _assert_worker_metrics(port, signals=len(ours), topic_prefix=topic_prefix)
         # and `gpufrag sink` keeps every dead letter in the store, with its reason and origin
         wait_caught_up(
             kafka_bootstrap,
@@ -162,3 +144,24 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
     assert len(res.rows) == MALFORMED
     assert {str(r[0]) for r in res.rows} == {f"topic:{topics.DEAD_LETTER.full_name(topic_prefix)}"}
     assert all(topic_prefix in str(r[1]) for r in res.rows)  # names the input it came from
+
+
+def _assert_worker_metrics(port: int, *, signals: int, topic_prefix: str) -> None:
+    """The worker's /metrics counts the dead letters by reason, and what it released."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    figures = {
+        s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+    }
+    assert figures["gpufrag_worker_dead_letters_total"] == MALFORMED
+    by_reason = [
+        s
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "gpufrag_worker_dead_letters_by_reason_total"
+    ]
+    assert sum(s.value for s in by_reason) == MALFORMED
+    assert {s.labels["reason"] for s in by_reason} == {"undecodable"}
+    assert all(s.labels["topic"].startswith(topic_prefix) for s in by_reason)
+    assert figures["gpufrag_worker_released_total"] > 0
+    assert figures["gpufrag_worker_signals_total"] >= signals
