@@ -279,6 +279,11 @@ class KubeSettings(_Group):
     again; rare, so a cluster without Kueue or Volcano costs one request per resource."""
     source: Annotated[str, Field(min_length=1)] = "kube"
     """The ``source`` of the envelopes the watchers emit."""
+    snapshot_max_bytes: Annotated[int, Field(ge=1)] = 256 * 1024 * 1024
+    """Largest ``gpufrag inspect --kube-json`` file (or stdin) read; past it the command stops
+    with one line, having held at most this much. kubectl's JSON is about 4.4 KB per object
+    (the test fixture), so 256 MiB is some 60,000 nodes and pods; reading one into models
+    takes several times its size in memory."""
 
 
 class DcgmSettings(_Group):
