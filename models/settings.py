@@ -175,6 +175,16 @@ class TraceSettings(_Group):
     max_line_bytes: Annotated[int, Field(ge=1)] = 64 * 1024
     """Longest line read; a longer one is refused as a row without being held in memory. The
     shipped lists' longest line is 109 bytes."""
+    max_nodes: Annotated[int, Field(ge=1)] = 10_000
+    """Most nodes a node list may hold; past it the read stops with one line. The shipped
+    lists hold 1,213 and 1,523; Kubernetes is tested to 5,000 nodes per cluster. The FGD
+    protocol's cost grows with nodes times (padded) pods: the 1,213-node list takes about 5 s
+    a seed, and 20,000 64-GPU nodes ran past 120 s before this bound."""
+    max_pods: Annotated[int, Field(ge=1)] = 500_000
+    """Most pods a pod list may hold (the shipped ones: 7,439-8,324)."""
+    max_gpus: Annotated[int, Field(ge=1)] = 65_536
+    """Most GPUs a node list may hold in all (the shipped GPU list: 6,212): ``experiment`` pads
+    the workload to 1.3x this many GPUs, so it bounds the pods it places too."""
 
     @field_validator("start")
     @classmethod
