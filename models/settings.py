@@ -327,12 +327,14 @@ class DcgmSettings(_Group):
     """Seconds between two listings of the exporter pods; a new GPU node's exporter is scraped
     at most this long after its pod runs, and one whose pod is gone stops being scraped (its
     metric series dropped) at most this long after."""
-    max_page_bytes: Annotated[int, Field(ge=1)] = 16 * 1024 * 1024
-    """Largest exporter page a scrape or ``gpufrag dcgm-parse`` reads; past it the page is
-    refused (reason ``too_large``) before more is read, so a URL serving a huge file cannot
-    exhaust memory. Measured on the fixture written with every default counter
-    (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so an 8-GPU node
-    is about 45 KB, a 64-GPU one 340 KB, and a 1,000-GPU federated page about 5 MiB."""
+    max_page_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
+    """Largest exporter page a scrape, ``gpufrag dcgm-parse`` or ``inspect --dcgm`` reads; past
+    it the page is refused (reason ``too_large``) before more is read, so a URL serving a huge
+    file cannot exhaust memory or hold a core. Measured on the fixture written with every
+    default counter (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so
+    an 8-GPU node is about 45 KB and a 64-GPU one 340 KB; 4 MiB is 12 times that, or a
+    federated page of some 780 GPUs. Parsing takes about 0.1 s a MiB of real lines; the worst
+    page at the bound (90,000 lines of 45 bytes) about 1.5 s and 70 MB."""
     min_timestamp: AwareDatetime = datetime(2015, 1, 1, tzinfo=UTC)
     """Exporter line timestamps before this are refused as implausible (reason
     ``implausible_time``): timestamps are milliseconds, and one sent in seconds (or 0) reads

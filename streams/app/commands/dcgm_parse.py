@@ -48,7 +48,7 @@ def dcgm_parse(
     """Print the GPU samples in a saved dcgm-exporter page as JSON lines, one per GPU (or MIG
     instance); refused lines go to stderr with their line numbers and reasons. Exits 0 when
     every line was used, 1 when some were refused (the rest still printed) or nothing made a
-    sample, 2 when the file cannot be read or is over GPUFRAG_DCGM__MAX_PAGE_BYTES (16 MiB)."""
+    sample, 2 when the file cannot be read or is over GPUFRAG_DCGM__MAX_PAGE_BYTES (4 MiB)."""
     settings = GpufragSettings().dcgm
     data = read_capped(file, settings.max_page_bytes)
     result = parse_exposition(
