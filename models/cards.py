@@ -48,8 +48,15 @@ def mig_profile_slices(profile: str) -> int:
     """The compute slices ``N`` of a profile ``Ng.Mgb`` (also ``1c.3g.40gb`` and ``1g.10gb+me``);
     ValueError for a name that is not a MIG profile."""
     match = _PROFILE.fullmatch(profile)
-    if match is None or not 1 <= int(match.group(1)) <= MIG_SLICES_DEFAULT:
+    if match is None:
         raise ValueError(
             f"{profile[:40]!r} is not a MIG profile (expected e.g. '1g.10gb' or '3g.40gb')"
         )
-    return int(match.group(1))
+    digits = match.group(1)
+    slices = int(digits) if len(digits) <= 6 else 10**6  # no 4,300-digit int() for a name
+    if not 1 <= slices <= MIG_SLICES_DEFAULT:
+        raise ValueError(
+            f"MIG profile {profile[:40]!r} needs {slices} compute slices; "
+            f"a card has 1..{MIG_SLICES_DEFAULT}"
+        )
+    return slices

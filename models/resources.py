@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from models.base import Frozen
 from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount
+from models.cards import mig_profile_slices
 from models.gpu import MILLI_PER_GPU
 
 __all__ = ["ResourceRequest"]
@@ -34,6 +35,15 @@ class ResourceRequest(Frozen):
     """The cards are asked for as ``nvidia.com/gpu.shared`` (time-slicing replicas renamed by
     the device plugin): only nodes advertising that name serve them, and the others only
     nodes advertising ``nvidia.com/gpu``."""
+
+    @field_validator("mig")
+    @classmethod
+    def _known_profiles(cls, value: dict[str, int]) -> dict[str, int]:
+        # A profile no card has ("8g.80gb": 8 of 7 slices) used to pass here and fail later
+        # inside the core, costing the whole instant's signals instead of this one pod.
+        for profile in value:
+            mig_profile_slices(profile)
+        return value
 
     @model_validator(mode="after")
     def _consistent_gpu_share(self) -> ResourceRequest:

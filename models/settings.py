@@ -176,6 +176,16 @@ class TraceSettings(_Group):
     max_line_bytes: Annotated[int, Field(ge=1)] = 64 * 1024
     """Longest line read; a longer one is refused as a row without being held in memory. The
     shipped lists' longest line is 109 bytes."""
+    max_nodes: Annotated[int, Field(ge=1)] = 10_000
+    """Most nodes a node list may hold; past it the read stops with one line. The shipped
+    lists hold 1,213 and 1,523; Kubernetes is tested to 5,000 nodes per cluster. The FGD
+    protocol's cost grows with nodes times (padded) pods: the 1,213-node list takes about 5 s
+    a seed, and 20,000 64-GPU nodes ran past 120 s before this bound."""
+    max_pods: Annotated[int, Field(ge=1)] = 500_000
+    """Most pods a pod list may hold (the shipped ones: 7,439-8,324)."""
+    max_gpus: Annotated[int, Field(ge=1)] = 65_536
+    """Most GPUs a node list may hold in all (the shipped GPU list: 6,212): ``experiment`` pads
+    the workload to 1.3x this many GPUs, so it bounds the pods it places too."""
 
     @field_validator("start")
     @classmethod
@@ -280,6 +290,11 @@ class KubeSettings(_Group):
     again; rare, so a cluster without Kueue or Volcano costs one request per resource."""
     source: Annotated[str, Field(min_length=1)] = "kube"
     """The ``source`` of the envelopes the watchers emit."""
+    snapshot_max_bytes: Annotated[int, Field(ge=1)] = 256 * 1024 * 1024
+    """Largest ``gpufrag inspect --kube-json`` file (or stdin) read; past it the command stops
+    with one line, having held at most this much. kubectl's JSON is about 4.4 KB per object
+    (the test fixture), so 256 MiB is some 60,000 nodes and pods; reading one into models
+    takes several times its size in memory."""
 
 
 class DcgmSettings(_Group):
@@ -313,12 +328,14 @@ class DcgmSettings(_Group):
     """Seconds between two listings of the exporter pods; a new GPU node's exporter is scraped
     at most this long after its pod runs, and one whose pod is gone stops being scraped (its
     metric series dropped) at most this long after."""
-    max_page_bytes: Annotated[int, Field(ge=1)] = 16 * 1024 * 1024
-    """Largest exporter page a scrape or ``gpufrag dcgm-parse`` reads; past it the page is
-    refused (reason ``too_large``) before more is read, so a URL serving a huge file cannot
-    exhaust memory. Measured on the fixture written with every default counter
-    (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so an 8-GPU node
-    is about 45 KB, a 64-GPU one 340 KB, and a 1,000-GPU federated page about 5 MiB."""
+    max_page_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
+    """Largest exporter page a scrape, ``gpufrag dcgm-parse`` or ``inspect --dcgm`` reads; past
+    it the page is refused (reason ``too_large``) before more is read, so a URL serving a huge
+    file cannot exhaust memory or hold a core. Measured on the fixture written with every
+    default counter (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so
+    an 8-GPU node is about 45 KB and a 64-GPU one 340 KB; 4 MiB is 12 times that, or a
+    federated page of some 780 GPUs. Parsing takes about 0.1 s a MiB of real lines; the worst
+    page at the bound (90,000 lines of 45 bytes) about 1.5 s and 70 MB."""
     min_timestamp: AwareDatetime = datetime(2015, 1, 1, tzinfo=UTC)
     """Exporter line timestamps before this are refused as implausible (reason
     ``implausible_time``): timestamps are milliseconds, and one sent in seconds (or 0) reads

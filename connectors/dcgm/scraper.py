@@ -71,7 +71,7 @@ class DcgmScraper:
         timeout_s: float = 10.0,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
-        max_body_bytes: int = 16 * 1024 * 1024,
+        max_body_bytes: int = 4 * 1024 * 1024,
         discovery: Discovery | None = None,
         discovery_interval_s: float = 60.0,
         source: str = "dcgm",

@@ -30,7 +30,7 @@ from connectors.kube.objects import MappingError, refused_fields, taints_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import Node
 from models.bounds import REPLICAS_MAX
-from models.cards import SharingMode
+from models.cards import SharingMode, card_slices, mig_profile_slices
 
 __all__ = ["node_from_kube"]
 
@@ -46,13 +46,18 @@ def _int_label(labels: dict[str, str], key: str) -> int | None:
 
 
 def _amount(resources: dict[str, Any], name: str) -> int:
+    """A device count (cards, replicas, MIG instances). The device plugin advertises whole
+    devices; "500m" used to be truncated to 0 and the node's cards vanished without a word."""
     raw = resources.get(name)
     if raw is None:
         return 0
     try:
-        return int(parse_amount(raw))
+        amount = parse_amount(raw)
     except QuantityError as exc:
         raise MappingError(f"allocatable {name}: {exc}") from None
+    if amount != amount.to_integral_value():
+        raise MappingError(f"allocatable {name}={raw!r} is not a whole number of devices")
+    return int(amount)
 
 
 def _replicas(labels: dict[str, str], hami: HamiCards | None) -> int:
@@ -100,6 +105,12 @@ def _layout(labels: dict[str, str], allocatable: dict[str, Any], hami: HamiCards
         # the labels' count and memory are the instances', not the cards'
         mig = {single: advertised} if advertised else {}
         return _Layout(0, 1, mig, 0, None, single)
+    if 0 < advertised < replicas:
+        # fewer replicas than one card has: the node would silently have no cards at all
+        raise MappingError(
+            f"allocatable {GPU}={advertised} is below one card's "
+            f"{LABEL_REPLICAS}={replicas} replicas"
+        )
     cards = advertised // replicas
     counted = _int_label(labels, LABEL_COUNT)
     if counted is not None:
@@ -144,6 +155,20 @@ def problems_of(conditions: Any) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def _check_mig_fits(layout: _Layout, model: str | None) -> None:
+    """Instances that need more compute slices than the node's MIG cards have (GFD's count
+    less the whole cards) cannot all exist; laid out anyway, some would silently vanish."""
+    if not layout.mig_cards or not layout.mig:
+        return
+    needed = sum(mig_profile_slices(p) * n for p, n in layout.mig.items())
+    has = layout.mig_cards * card_slices(model)
+    if needed > has:
+        raise MappingError(
+            f"allocatable MIG instances need {needed} compute slices; the node's "
+            f"{layout.mig_cards} MIG cards ({LABEL_COUNT} less whole cards) have {has}"
+        )
+
+
 def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
     """The node as gpufrag models it; raises MappingError naming what could not be read
     (most often a GPU product label that is not one of the known models)."""
@@ -173,7 +198,7 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         if model is None:
             raise MappingError(f"label {LABEL_PRODUCT}={product!r} names no GPU model")
     try:
-        return Node(
+        out = Node(
             name=meta.name,
             cpu_milli=cpu_milli,
             memory_mib=memory_mib,
@@ -195,3 +220,5 @@ def node_from_kube(node: Any, *, pool_label: str | None, now: datetime) -> Node:
         )
     except ValidationError as exc:
         raise refused_fields(exc) from None
+    _check_mig_fits(layout, model)  # after the model has named a profile too big for a card
+    return out

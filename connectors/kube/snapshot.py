@@ -1,8 +1,9 @@
 """A saved ``kubectl get nodes,pods -A -o json`` read into gpufrag's nodes and pods.
 
 The same mappings as the watchers use, so a snapshot and a live watch say the same of one
-object. A node or pod that cannot be mapped stops the read with one line naming it and the
-field at fault: an analysis that silently left out a node would report its pods as unplaceable.
+object. A node or pod that cannot be mapped, or that is listed twice, stops the read with one
+line naming it and the field at fault: an analysis that silently left out (or doubled) a node
+would report its pods as unplaceable. A node its bound pods overfill is read, with a warning.
 Objects of other kinds (services, events) are counted and left out.
 """
 
@@ -16,9 +17,11 @@ from typing import Any
 
 import orjson
 from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from connectors.kube.nodes import node_from_kube
 from connectors.kube.objects import MappingError, name_of
+from connectors.kube.overcommit import Overcommit
 from connectors.kube.pods import pod_from_kube
 from models import Node, Pod
 
@@ -38,6 +41,8 @@ class Snapshot:
     pending_messages: dict[str, str] = field(default_factory=dict)
     """kube-scheduler's own words for a pending pod (its PodScheduled=False condition)."""
     other_kinds: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    """What was read but changes the figures (a node its pods overfill), one line each."""
 
 
 def _items(data: bytes, source: str) -> list[Any]:
@@ -79,6 +84,8 @@ def _read_items(
     client: Any, items: list[Any], *, source: str, now: datetime, pool_label: str | None
 ) -> Snapshot:
     out = Snapshot()
+    seen: dict[tuple[str, str], int] = {}
+    overcommit = Overcommit()
     for i, raw in enumerate(items):
         kind = raw.get("kind") if isinstance(raw, dict) else None
         if not isinstance(raw, dict) or kind not in _MODELS:
@@ -86,18 +93,27 @@ def _read_items(
             continue
         who = name_of(raw)
         where = f"{source}: {kind} {who if who != '?' else f'items[{i}]'}"
+        first = seen.setdefault((kind, who), i)
+        if first != i and who != "?":
+            # kubectl lists each object once: a second copy would count its cards twice
+            raise SnapshotError(f"{where}: listed twice (items[{first}] and items[{i}])")
         try:
             obj = client.deserialize(SimpleNamespace(data=orjson.dumps(raw)), _MODELS[kind])
             if kind == "Node":
                 out.nodes.append(node_from_kube(obj, pool_label=pool_label, now=now))
+                overcommit.node(obj)
                 continue
             pod = pod_from_kube(obj, gangs=lambda _ns, _name: None, now=now)
+            overcommit.pod(obj)
         except MappingError as exc:
             raise SnapshotError(f"{where}: {exc}") from None
+        except ApiException as exc:  # the client's own refusal ("Failed to parse `yesterday`")
+            raise SnapshotError(f"{where}: unreadable ({exc.reason})") from None
         except (ValueError, TypeError, AttributeError) as exc:
             raise SnapshotError(f"{where}: unreadable ({type(exc).__name__}: {exc})") from None
         out.pods.append(pod)
         message = _scheduler_message(raw)
         if message is not None and pod.node is None:
             out.pending_messages[pod.key] = message
+    out.warnings = [f"{source}: {w}" for w in overcommit.warnings()]
     return out

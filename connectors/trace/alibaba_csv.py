@@ -167,10 +167,15 @@ class _Table:
     def fail(self, line: int, column: str | None, reason: str, code: str) -> NoReturn:
         raise TraceFormatError(self.file, line, column, reason, code)
 
-    def each(self, parse: Callable[[int, list[str]], T]) -> list[T]:
-        """Every row parsed on its own; a bad one raises, or is refused and left out."""
+    def each(self, parse: Callable[[int, list[str]], T], *, max_rows: int, setting: str) -> list[T]:
+        """Every row parsed on its own; a bad one raises, or is refused and left out. More
+        than ``max_rows`` kept stops the read, whatever the refusal log: a list that big is
+        the wrong file, or would run for hours."""
         out: list[T] = []
         for rec in self.rows:
+            if len(out) >= max_rows:
+                reason = f"more than {max_rows} rows ({setting})"
+                raise TraceFormatError(self.file, None, None, reason, "too_many_rows")
             try:
                 fields = rec.fields
                 if isinstance(fields, TraceFormatError):
@@ -305,7 +310,13 @@ def read_nodes(
         seen[name] = line
         return TraceNode(name, cpu, mem, gpus, model)
 
-    return table.each(node)
+    limits = settings or TraceSettings()
+    nodes = table.each(node, max_rows=limits.max_nodes, setting="GPUFRAG_TRACE__MAX_NODES")
+    gpus = sum(n.gpu_count for n in nodes)
+    if gpus > limits.max_gpus:
+        reason = f"{gpus} GPUs in all, more than {limits.max_gpus} (GPUFRAG_TRACE__MAX_GPUS)"
+        raise TraceFormatError(table.file, None, None, reason, "too_many_gpus")
+    return nodes
 
 
 def read_pods(
@@ -349,7 +360,8 @@ def read_pods(
         seen[name] = line
         return TracePod(name, cpu, mem, num_gpu, gpu_milli, *extra)
 
-    return table.each(pod)
+    max_pods = (settings or TraceSettings()).max_pods
+    return table.each(pod, max_rows=max_pods, setting="GPUFRAG_TRACE__MAX_PODS")
 
 
 _Extra = tuple[tuple[str, ...], str | None, str | None, int | None, int | None, int | None]

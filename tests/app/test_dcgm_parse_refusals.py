@@ -93,6 +93,20 @@ def test_a_file_over_the_cap_is_one_line_and_status_2(tmp_path: Path) -> None:
     )
 
 
+def test_the_default_cap_is_far_below_what_a_page_costs_to_parse(tmp_path: Path) -> None:
+    # 4 MiB: twelve 64-GPU pages (about 340 KB each); a 10 MB page of odd lines cost 9.3 s
+    # and 519 MB under the old 16 MiB default
+    path = tmp_path / "page.txt"
+    plain = (FIXTURES / "plain_h200.txt").read_bytes()
+    path.write_bytes(plain * (4 * 1024 * 1024 // len(plain) + 1))
+    out = gpufrag("dcgm-parse", str(path))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (
+        f"gpufrag: error: {path} is over 4194304 bytes (GPUFRAG_DCGM__MAX_PAGE_BYTES); "
+        "a dcgm-exporter page is about 5 KB per GPU\n"
+    )
+
+
 def test_an_endless_input_stops_at_the_cap() -> None:
     # /dev/zero never ends: read whole first and compared after, this would never return
     out = gpufrag("dcgm-parse", "/dev/zero", env={"GPUFRAG_DCGM__MAX_PAGE_BYTES": "65536"})

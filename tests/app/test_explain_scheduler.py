@@ -43,9 +43,9 @@ def explained(theirs: PendingVerdict) -> list[dict[str, object]]:
     ]
 
 
-def test_explain_prints_both_and_says_where_they_disagree(tmp_path: Path) -> None:
+def stored(tmp_path: Path, theirs: PendingVerdict) -> str:
+    """A store holding a finished run with the two pods' explanations; its DSN."""
     dsn = dsn_for(tmp_path / "store")
-    theirs = PendingVerdict(at=at(1), nodes=2, reasons={"taint": 1, "cpu": 1})
     with store_at(dsn) as st:
         apply_migrations(st, default_sql_dir())
         st.insert("pending_explanations", explained(theirs))
@@ -62,6 +62,11 @@ def test_explain_prints_both_and_says_where_they_disagree(tmp_path: Path) -> Non
             summary={},
         )
         st.insert("runs", [row])
+    return dsn
+
+
+def test_explain_prints_both_and_says_where_they_disagree(tmp_path: Path) -> None:
+    dsn = stored(tmp_path, PendingVerdict(at=at(1), nodes=2, reasons={"taint": 1, "cpu": 1}))
     out = gpufrag(dsn, "explain", "ml/differs")
     assert out.returncode == 0, out.stderr
     text = out.stdout
@@ -75,3 +80,12 @@ def test_explain_prints_both_and_says_where_they_disagree(tmp_path: Path) -> Non
     agreeing = gpufrag(dsn, "explain", "ml/agrees")
     assert agreeing.returncode == 0, agreeing.stderr
     assert "agreement: the scheduler's reasons are among gpufrag's" in agreeing.stdout
+
+
+def test_the_schedulers_own_words_are_printed_without_control_sequences(tmp_path: Path) -> None:
+    hostile = "0/2 nodes\x1b[2J\x1b]0;owned\x07 are \x9bbusy\x00, \x1b[31mred\x1b[0m"
+    theirs = PendingVerdict(at=at(1), reasons={"odd\x1b[1A": 1}, message=hostile)
+    out = gpufrag(stored(tmp_path, theirs), "explain", "ml/differs")
+    assert out.returncode == 0, out.stderr
+    assert "not read, as it wrote it: 0/2 nodes are busy, red" in out.stdout
+    assert not any(c in out.stdout for c in "\x1b\x07\x9b\x00")

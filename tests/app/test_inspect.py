@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-FIXTURE = Path(__file__).parent / "fixtures" / "kubectl_shared_gpus.json"
+from tests.app.kubectl_snapshot import FIXTURE, edited
+
 DCGM_MIG = Path(__file__).resolve().parents[1] / "connectors" / "dcgm" / "fixtures" / "mig_a100.txt"
 
 
@@ -126,19 +127,11 @@ def test_stdin_is_read_with_a_dash() -> None:
     assert json.loads(out.stdout)["gpus"] == 8
 
 
-def _edited(tmp_path: Path, edit: Any) -> Path:
-    body = json.loads(FIXTURE.read_text())
-    edit(body)
-    path = tmp_path / "snapshot.json"
-    path.write_text(json.dumps(body))
-    return path
-
-
 def test_a_malformed_object_gets_one_line_naming_it_and_exit_2(tmp_path: Path) -> None:
     def bad_replicas(body: dict[str, Any]) -> None:
         body["items"][1]["metadata"]["labels"]["nvidia.com/gpu.replicas"] = "four"
 
-    out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, bad_replicas)))
+    out = gpufrag("inspect", "--kube-json", str(edited(tmp_path, bad_replicas)))
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         f"gpufrag: error: {tmp_path / 'snapshot.json'}: Node gpu-t4-ts-01: "
@@ -150,7 +143,7 @@ def test_a_pod_with_a_bad_quantity_is_named_with_its_namespace(tmp_path: Path) -
     def bad_memory(body: dict[str, Any]) -> None:
         body["items"][-1]["spec"]["containers"][0]["resources"]["requests"]["memory"] = "lots"
 
-    out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, bad_memory)))
+    out = gpufrag("inspect", "--kube-json", str(edited(tmp_path, bad_memory)))
     assert out.returncode == 2
     line = out.stderr.strip()
     assert line.startswith("gpufrag: error: ") and "Pod llm/lora-2: " in line and "'lots'" in line
@@ -182,10 +175,10 @@ def test_objects_of_other_kinds_are_counted_not_fatal(tmp_path: Path) -> None:
             }
         )
 
-    out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, add_service)), "--json")
+    out = gpufrag("inspect", "--kube-json", str(edited(tmp_path, add_service)), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["left_out"] == {"Service": 1}
-    text = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, add_service)))
+    text = gpufrag("inspect", "--kube-json", str(edited(tmp_path, add_service)))
     assert "left out (not nodes or pods): 1 Service" in text.stdout
 
 
@@ -199,7 +192,7 @@ def test_a_snapshot_without_gpu_pods_says_the_fragmentation_means_little(tmp_pat
     def nodes_only(body: dict[str, Any]) -> None:
         body["items"] = [i for i in body["items"] if i["kind"] == "Node"]
 
-    out = gpufrag("inspect", "--kube-json", str(_edited(tmp_path, nodes_only)))
+    out = gpufrag("inspect", "--kube-json", str(edited(tmp_path, nodes_only)))
     assert out.returncode == 0, out.stderr
     assert "no pod in the snapshot asks for a GPU" in out.stdout
 

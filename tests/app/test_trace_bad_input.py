@@ -81,6 +81,26 @@ def test_absurd_gpu_count_is_refused_at_once(files: dict[str, Path], tmp_path: P
         assert elapsed < 20, f"{case}: {elapsed:.1f} s"
 
 
+def test_a_trace_past_the_default_bounds_is_refused_before_it_runs(tmp_path: Path) -> None:
+    # the probe's list: 600 KB, 20,000 nodes of 64 GPUs; it ran past 120 s before the bounds
+    nodes = tmp_path / "huge.csv"
+    rows = (f"n{i},96000,786432,64,G2" for i in range(20_000))
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "\n".join(rows) + "\n")
+    fewer = tmp_path / "fewer.csv"  # under the node bound, over the GPU one
+    fewer.write_text("\n".join(nodes.read_text().splitlines()[:2001]) + "\n")
+    for path, says in (
+        (nodes, "more than 10000 rows (GPUFRAG_TRACE__MAX_NODES)"),
+        (fewer, "128000 GPUs in all, more than 65536 (GPUFRAG_TRACE__MAX_GPUS)"),
+    ):
+        out = gpufrag(
+            dsn_for(tmp_path / "unused"),
+            *("experiment", "--policy", "best-fit", "--seeds", "42", "--nodes", str(path)),
+            timeout=60,
+        )
+        assert out.returncode == 2, out.stderr
+        assert _one_line(out.stderr) == f"gpufrag: error: {path}: {says}"
+
+
 NODE_CASES = [
     ("negative", "1 row refused (negative), first at {f}:22: column 'cpu_milli': negative"),
     ("not_a_number", "(not_a_number), first at {f}:22: column 'cpu_milli': not a non-negative"),
@@ -156,11 +176,28 @@ def test_one_line_per_reason_with_counts(files: dict[str, Path], tmp_path: Path)
         ),
         ((), {"GPUFRAG_TRACE__MAX_FILE_BYTES": "10000"}, "over the 10000-byte limit"),
         ((), {"GPUFRAG_TRACE__START": "2300-01-01T00:00:00Z"}, "GPUFRAG_TRACE__START: "),
+        ((), {"GPUFRAG_TRACE__MAX_NODES": "10"}, "more than 10 rows (GPUFRAG_TRACE__MAX_NODES)"),
+        ((), {"GPUFRAG_TRACE__MAX_PODS": "100"}, "more than 100 rows (GPUFRAG_TRACE__MAX_PODS)"),
+        (
+            (),
+            {"GPUFRAG_TRACE__MAX_GPUS": "10"},
+            "GPUs in all, more than 10 (GPUFRAG_TRACE__MAX_GPUS)",
+        ),
         (("--ratio", "1e9"), {}, "Invalid value for --ratio: 1e+09 is above 10"),
         (("--ratio", "nan"), {}, "--ratio"),
         (("--seed", str(2**64)), {}, "Invalid value for '--seed'"),
     ],
-    ids=["stretched-times", "file-cap", "bad-start", "huge-ratio", "nan-ratio", "huge-seed"],
+    ids=[
+        "stretched-times",
+        "file-cap",
+        "bad-start",
+        "node-count",
+        "pod-count",
+        "gpu-total",
+        "huge-ratio",
+        "nan-ratio",
+        "huge-seed",
+    ],
 )
 def test_bad_options_and_settings_are_one_line(
     files: dict[str, Path],

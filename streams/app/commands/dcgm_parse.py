@@ -17,34 +17,22 @@ import typer
 
 from connectors.dcgm import parse_exposition
 from models import GpufragSettings, to_json
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.bounded_read import read_bounded
 
 SHOWN_MAX = 100
 """Refused lines listed one by one; past this, a count. A binary file of 16 MiB would otherwise
 print some 65,000 lines of "not UTF-8 text" and bury the summary."""
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"gpufrag: error: {message}", err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
 def read_capped(file: Path, cap: int) -> bytes:
     """The file's bytes, reading no more than ``cap`` + 1 of them: a page past the cap (a disk
     image, /dev/zero) stops the command before it is held in memory."""
-    with user_errors():
-        try:
-            with file.open("rb") as f:
-                data = f.read(cap + 1)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise  # user_errors says these in its words
-        except OSError as exc:  # an I/O error, a device that cannot be read
-            raise _fail(f"cannot read {file}: {exc.strerror or exc}") from None
-    if len(data) > cap:
-        raise _fail(
-            f"{file} is over {cap} bytes (GPUFRAG_DCGM__MAX_PAGE_BYTES); "
-            "a dcgm-exporter page is about 5 KB per GPU"
-        )
+    data, _ = read_bounded(
+        file,
+        cap=cap,
+        setting="GPUFRAG_DCGM__MAX_PAGE_BYTES",
+        hint="a dcgm-exporter page is about 5 KB per GPU",
+    )
     return data
 
 
@@ -60,7 +48,7 @@ def dcgm_parse(
     """Print the GPU samples in a saved dcgm-exporter page as JSON lines, one per GPU (or MIG
     instance); refused lines go to stderr with their line numbers and reasons. Exits 0 when
     every line was used, 1 when some were refused (the rest still printed) or nothing made a
-    sample, 2 when the file cannot be read or is over GPUFRAG_DCGM__MAX_PAGE_BYTES (16 MiB)."""
+    sample, 2 when the file cannot be read or is over GPUFRAG_DCGM__MAX_PAGE_BYTES (4 MiB)."""
     settings = GpufragSettings().dcgm
     data = read_capped(file, settings.max_page_bytes)
     result = parse_exposition(

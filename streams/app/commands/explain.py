@@ -15,6 +15,7 @@ from streams.app.commands.sql import read_run
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
+from streams.app.terminal import for_terminal
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
@@ -103,7 +104,7 @@ def _reasons_table(row: dict[str, Any]) -> Table:
         t.add_column("nodes (kube-scheduler)", justify="right")
     names = sorted(set(ours) | set(theirs), key=lambda r: (-ours.get(r, 0), -theirs.get(r, 0), r))
     for reason in names:
-        cells = [escape(reason), str(ours.get(reason, "-"))]
+        cells = [escape(for_terminal(reason, limit=200)), str(ours.get(reason, "-"))]
         if both:
             cells.append(str(theirs.get(reason, "-")))
         t.add_row(*cells)
@@ -115,7 +116,8 @@ def _scheduler_lines(row: dict[str, Any]) -> str:
     of = f" (0/{row['scheduler_nodes']} nodes available)" if row["scheduler_nodes"] else ""
     lines = [f"kube-scheduler's verdict at {row['scheduler_at']}{of}"]
     if row["scheduler_message"]:
-        lines.append(f"  not read, as it wrote it: {escape(str(row['scheduler_message']))}")
+        message = for_terminal(str(row["scheduler_message"]))
+        lines.append(f"  not read, as it wrote it: {escape(message)}")
     if row["agrees"] is None:
         lines.append(
             "agreement: not compared (the scheduler's verdict rests on reasons gpufrag does "
@@ -124,5 +126,6 @@ def _scheduler_lines(row: dict[str, Any]) -> str:
     elif row["agrees"]:
         lines.append("agreement: the scheduler's reasons are among gpufrag's")
     else:
-        lines.append(f"agreement: [bold]they disagree[/bold]: {escape(str(row['disagreement']))}")
+        disagreement = escape(for_terminal(str(row["disagreement"])))
+        lines.append(f"agreement: [bold]they disagree[/bold]: {disagreement}")
     return "\n".join(lines)

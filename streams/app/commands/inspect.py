@@ -8,7 +8,6 @@ cannot be mapped (the line names the object and the field).
 from __future__ import annotations
 
 import asyncio
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -19,29 +18,32 @@ import typer
 from connectors.dcgm import parse_exposition
 from connectors.kube.snapshot import Snapshot, SnapshotError, read_snapshot
 from models import GpufragSettings, GpuSample
+from streams.app.bounded_read import fail, read_bounded
 from streams.app.commands.dcgm_parse import read_capped
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.errors import user_errors
+from streams.app.terminal import for_terminal
 from streams.inspection import Inspection, inspect_cluster
 
-KUBE_JSON_MAX_BYTES = 1 << 30
-"""kubectl's JSON is some 5-10 KB per pod: 1 GiB is 100,000+ pods, past any one cluster."""
+
+def _json_object(head: bytes, source: str) -> None:
+    """kubectl's list is a JSON object: anything else (/dev/zero's NUL bytes, a tarball) is
+    refused at its first bytes, not after the bound has been read."""
+    start = head.lstrip()[:1]
+    if start != b"{":
+        raise fail(
+            f"{source} is not JSON (it starts with {start!r}); "
+            "expected the output of kubectl get nodes,pods -A -o json"
+        )
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"gpufrag: error: {message}", err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
-def _kube_bytes(path: str) -> tuple[bytes, str]:
-    if path == "-":
-        data = sys.stdin.buffer.read(KUBE_JSON_MAX_BYTES + 1)
-        source = "stdin"
-    else:
-        data = read_capped(Path(path), KUBE_JSON_MAX_BYTES)
-        source = path
-    if len(data) > KUBE_JSON_MAX_BYTES:
-        raise _fail(f"{source} is over {KUBE_JSON_MAX_BYTES} bytes")
-    return data, source
+def _kube_bytes(path: str, settings: GpufragSettings) -> tuple[bytes, str]:
+    return read_bounded(
+        path,
+        cap=settings.kube.snapshot_max_bytes,
+        setting="GPUFRAG_KUBE__SNAPSHOT_MAX_BYTES",
+        hint="kubectl's JSON is about 4.4 KB per object",
+        first=_json_object,
+    )
 
 
 def _samples(files: list[Path], settings: GpufragSettings, now: datetime) -> list[GpuSample]:
@@ -102,7 +104,7 @@ def _print_text(view: Inspection, snapshot: Snapshot) -> None:
         for m in () if p.fits_some_node else p.near_misses:
             echo(f"    closest: {m.node} lacks " + ", ".join(r.value for r in m.reasons))
         if p.scheduler_message:
-            echo(f"    kube-scheduler: {p.scheduler_message}")
+            echo(f"    kube-scheduler: {for_terminal(p.scheduler_message)}")
     if snapshot.other_kinds:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(snapshot.other_kinds.items()))
         echo(f"\nleft out (not nodes or pods): {kinds}")
@@ -127,13 +129,13 @@ def inspect(
     snapshot's own pods, and why each pending pod cannot run."""
     settings = GpufragSettings()
     now = datetime.now(UTC)
-    data, source = _kube_bytes(kube_json)
+    data, source = _kube_bytes(kube_json, settings)
     try:
         snapshot = asyncio.run(
             read_snapshot(data, source=source, now=now, pool_label=settings.kube.pool_label)
         )
     except SnapshotError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     with user_errors():
         samples = _samples(dcgm or [], settings, now)
     view = inspect_cluster(
@@ -144,9 +146,12 @@ def inspect(
         settings=settings.analysis,
         scheduler_messages=snapshot.pending_messages,
     )
+    for warning in snapshot.warnings:
+        typer.echo(f"gpufrag: warning: {warning}", err=True)
     if as_json:
         body = view.as_json()
         body["left_out"] = dict(snapshot.other_kinds)
+        body["warnings"] = snapshot.warnings
         typer.echo(orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode())
         return
     _print_text(view, snapshot)
