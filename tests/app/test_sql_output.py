@@ -153,3 +153,12 @@ def test_within_the_limits_the_same_query_answers(filled: str) -> None:
 def test_the_limits_are_bounded(field: str, value: float) -> None:
     with pytest.raises(ValidationError):
         SqlSettings.model_validate({field: value})
+
+
+def test_the_table_shows_stored_text_as_text(dsn: str) -> None:
+    """Stored text comes from the cluster: rich markup and escape sequences stay inert."""
+    query = "SELECT '[red]x[/red]' AS markup, concat('a', char(27), '[2Jb') AS escape"
+    out = gpufrag(dsn, "sql", "--query", query)
+    assert out.returncode == 0, out.stderr
+    assert "[red]x[/red]" in out.stdout
+    assert "\x1b" not in out.stdout and "ab" in out.stdout

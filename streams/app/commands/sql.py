@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from connectors.clickhouse.migrate import default_sql_dir
 from connectors.clickhouse.read_only import open_read_only
@@ -31,6 +32,7 @@ from streams.app.named_queries import (
     parse_param_options,
 )
 from streams.app.runs import RunChoice, choose_run
+from streams.app.terminal import for_terminal
 
 RUN_OPTION = "--param run_id="
 
@@ -189,5 +191,6 @@ def _print_rows(
         for c in columns:
             table.add_column(c)
         for r in rows:
-            table.add_row(*(str(plain(v)) for v in r))
+            # the store holds text from the cluster: no markup, no escape sequences
+            table.add_row(*(Text(for_terminal(str(plain(v)))) for v in r))
         Console().print(table)
