@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from models.http_url import HttpUrlText
 from models.settings_group import Group as _Group
 
 __all__ = ["ActuatorSettings", "AlertSettings", "GuardrailSettings", "PlannerSettings"]
@@ -131,32 +132,41 @@ class ActuatorSettings(_Group):
 
 class AlertSettings(_Group):
     """Where signals go as alerts (`gpufrag alert`, `gpufrag watch --alerts`). Every sink is off
-    until its URL is set."""
+    until its URL is set.
 
-    alertmanager_url: str | None = None
+    Each URL must be http:// or https:// with a host and a port in 1..65535, checked when the
+    settings load; every time is finite and capped, so no setting can hold a POST, a retry or
+    a shutdown for ever (a stop waits at most 10 s for the sinks, see
+    ``connectors.alerts.dispatcher.STOP_DRAIN_MAX_S``)."""
+
+    alertmanager_url: HttpUrlText | None = None
     """Alertmanager's base URL, e.g. ``http://alertmanager:9093``; alerts are posted to its
     ``/api/v2/alerts``."""
-    slack_webhook_url: str | None = None
+    slack_webhook_url: HttpUrlText | None = None
     """A Slack incoming webhook (``https://hooks.slack.com/services/...``). It is a secret, so
-    logs and dead letters name the sink, never the URL."""
-    webhook_url: str | None = None
+    logs, errors and dead letters name the sink, never the URL: a sink URL is only ever shown
+    as ``scheme://host:port/***``, its user, password, path and query cut out."""
+    webhook_url: HttpUrlText | None = None
     """Any HTTP endpoint that takes a JSON POST of the alerts (``{"alerts": [...]}``)."""
     cluster: Annotated[str, Field(min_length=1)] = "default"
     """The ``cluster`` label of every alert: one Alertmanager often serves several clusters."""
-    runbook_base_url: str | None = None
+    runbook_base_url: HttpUrlText | None = None
     """Each alert's ``runbook_url`` annotation is this plus ``/<signal kind>``; unset: none."""
-    resend_interval_s: Annotated[float, Field(gt=0)] = 60.0
+    resend_interval_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
     """Open alerts are posted to Alertmanager again this often, with ``endsAt`` 4 intervals
     ahead (Prometheus' own rule: its default resend delay is 1 min), so an open signal never
     times out there and an Alertmanager that restarted (it keeps alerts in memory only) has
-    them back within one interval. Slack and the webhook get each change once."""
-    timeout_s: Annotated[float, Field(gt=0)] = 10.0
-    """Limit for one POST; a slower answer counts as a failure and is retried."""
-    retry_initial_s: Annotated[float, Field(gt=0)] = 1.0
+    them back within one interval. Slack and the webhook get each change once. At most 1 h."""
+    timeout_s: Annotated[float, Field(gt=0, le=300, allow_inf_nan=False)] = 10.0
+    """Limit for one POST; a slower answer counts as a failure and is retried. At most 5 min:
+    a receiver that has not answered by then will not."""
+    retry_initial_s: Annotated[float, Field(gt=0, le=300, allow_inf_nan=False)] = 1.0
     """First wait after a failed POST; doubles up to retry_max_s, with jitter."""
-    retry_max_s: Annotated[float, Field(gt=0)] = 30.0
-    give_up_after_s: Annotated[float, Field(gt=0)] = 300.0
+    retry_max_s: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] = 30.0
+    """The longest wait between two tries (at most 10 min)."""
+    give_up_after_s: Annotated[float, Field(gt=0, le=86_400, allow_inf_nan=False)] = 300.0
     """An alert a sink has not accepted after this long is kept as a dead letter (with the
     last error) and the sink goes on with newer ones: 5 min outlasts an Alertmanager restart
     or a rolling update (under a minute), and bounds how long `gpufrag alert` holds its Kafka
-    offsets. An open alert is still re-sent to Alertmanager once it is back."""
+    offsets. An open alert is still re-sent to Alertmanager once it is back. At most a day
+    (`gpufrag alert` asks Kafka to wait that long, plus 2 min, before it counts it gone)."""

@@ -397,8 +397,14 @@ class SqlSettings(_Group):
 
 
 class GpufragSettings(BaseSettings):
+    # hide_input_in_errors: a refused webhook URL is a secret; a validation error's text
+    # (a traceback, a log) must not quote it
     model_config = SettingsConfigDict(
-        env_prefix="GPUFRAG_", env_nested_delimiter="__", frozen=True, extra="forbid"
+        env_prefix="GPUFRAG_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="forbid",
+        hide_input_in_errors=True,
     )
 
     analysis: AnalysisSettings = AnalysisSettings()

@@ -33,13 +33,19 @@ from models import Signal
 from models.refusal import Refusal
 from models.settings import AlertSettings
 
-__all__ = ["AlertDispatcher", "DeadLetterWriter"]
+__all__ = ["STOP_DRAIN_MAX_S", "AlertDispatcher", "DeadLetterWriter"]
 
 log = logging.getLogger(__name__)
 
 DeadLetterWriter = Callable[[Refusal], Awaitable[None]]
 """Keeps one dead letter (the store's ``dead_letter`` table, or the dead-letter topic); raises
 if it could not, so the alert stays queued."""
+
+STOP_DRAIN_MAX_S = 10.0
+"""The longest a stop waits for the sinks to take what is queued, whatever the caller asks (the
+POST timeout, up to 5 min): Kubernetes kills a pod 30 s after SIGTERM by default, and what is
+left must still be dead-lettered and the run's end stored in that time. A receiver that holds a
+POST unanswered is the case this bounds: its alert is dead-lettered (``shutdown``)."""
 
 RECENT_FINGERPRINTS = 100_000
 """Latest states remembered to drop repeats: a restarted worker or a re-read Kafka partition
@@ -128,11 +134,31 @@ class AlertDispatcher:
             for lane in self.lanes:
                 await lane.idle.wait()
 
+    def outcome(self) -> dict[str, object]:
+        """The figures a run's summary keeps: news taken, repeats and late states dropped, and
+        per sink the alerts it accepted and those kept as dead letters instead."""
+        return {
+            **self.counts,
+            "sent": {lane.sink.name: lane.counts["sent"] for lane in self.lanes},
+            "dead_lettered": {lane.sink.name: lane.counts["dead_lettered"] for lane in self.lanes},
+        }
+
+    def outcome_line(self) -> str:
+        """``3 alerts to webhook: 2 sent, 1 dead-lettered``, a part per sink: an alert a sink
+        never took is not counted as sent."""
+        parts = [
+            f"to {lane.sink.name}: {lane.counts['sent']} sent, "
+            f"{lane.counts['dead_lettered']} dead-lettered"
+            for lane in self.lanes
+        ]
+        return f"{self.counts['signals']} alerts " + "; ".join(parts)
+
     async def stop(self, *, drain_s: float) -> None:
-        """Give the sinks up to ``drain_s`` to take what is queued, then dead-letter the rest
-        (reason ``shutdown``): a stopped process must not take alerts with it unrecorded."""
+        """Give the sinks up to ``drain_s`` (at most ``STOP_DRAIN_MAX_S``) to take what is
+        queued, then dead-letter the rest (reason ``shutdown``): a stopped process must not
+        take alerts with it unrecorded, nor wait on a receiver that does not answer."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.settled(), drain_s)
+            await asyncio.wait_for(self.settled(), min(drain_s, STOP_DRAIN_MAX_S))
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -68,6 +68,10 @@ class Lane:
             initial_s=settings.retry_initial_s, max_s=settings.retry_max_s, rng=rng
         )
         self.last_error: SinkError | None = None
+        self.counts = {"sent": 0, "dead_lettered": 0}
+        """Alert states that left this lane, by how: the sink accepted them, or they were
+        kept as dead letters. Re-sends of an open alert and states replaced while unsent are
+        not counted, so with one sink these add up to the news the dispatcher took."""
 
     def put(self, alert: Alert) -> None:
         fp = alert.fingerprint
@@ -142,6 +146,7 @@ class Lane:
             if self.pending.get(fp) is alert:  # not replaced by a newer state meanwhile
                 del self.pending[fp]
                 self._waiting_since.pop(fp, None)
+                self.counts["sent"] += 1
             if self.open.get(fp) is alert:
                 self._sent_at[fp] = now
         if self.last_error is not None:
@@ -200,6 +205,7 @@ class Lane:
         if self.pending.get(fp) is alert:
             del self.pending[fp]
             self._waiting_since.pop(fp, None)
+            self.counts["dead_lettered"] += 1
         if reopen and self.open.get(fp) is alert:
             del self.open[fp]
             self._sent_at.pop(fp, None)

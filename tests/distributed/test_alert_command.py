@@ -101,6 +101,8 @@ async def test_signals_on_the_topic_become_alerts_and_bad_records_dead_letters(
         out = log.read_text()
         assert rc == 0, out[-3000:]
         assert "4 signal records" in out and "1 unreadable" in out, out[-3000:]
+        sent = "3 alerts to alertmanager: 3 sent, 0 dead-lettered; to webhook: 3 sent, 0 dead"
+        assert sent in out, out[-3000:]
         got = [a for b in hook.bodies for a in b["alerts"]]
         assert sorted((a["labels"]["node"], a["status"]) for a in got) == [
             ("n1", "firing"),

@@ -67,8 +67,8 @@ def alert(
             raise typer.Exit(1) from None
     d = feed.dispatcher
     typer.echo(
-        f"{feed.counts['records']} signal records from {bus.bootstrap}: {d.counts['signals']} "
-        f"alerts to {', '.join(s.name for s in sinks)}, {d.counts['repeats']} repeats dropped, "
+        f"{feed.counts['records']} signal records from {bus.bootstrap}: {d.outcome_line()}; "
+        f"{d.counts['repeats']} repeats dropped, "
         f"{feed.counts['unreadable']} unreadable (dead-lettered)"
     )
 

@@ -14,6 +14,7 @@ import typer
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 
+from connectors.alerts import AlertDispatcher
 from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
@@ -75,7 +76,7 @@ async def watch_to_store(
     interrupts = StoreInterrupts(stop=stop.set, sink=sink, console=console)
     interrupts.install()
     wall0 = time.monotonic()
-    alert_counts: dict[str, int] | None = None
+    dispatcher: AlertDispatcher | None = None
     failure: BaseException | None = None
     try:
         async with (
@@ -88,7 +89,7 @@ async def watch_to_store(
             output.actuate = actuator.act
             if sent is not None:
                 output.on_signal = sent.submit  # each signal to the sinks as it is stored
-                alert_counts = sent.counts
+                dispatcher = sent  # read once stopped: what it dead-lettered then counts too
             await together(runner.run(), live())
     except Exception as exc:  # recorded on the run, then reported
         failure = exc
@@ -104,8 +105,8 @@ async def watch_to_store(
         "refused_inputs": refusals.total(),
         "elapsed_s": round(time.monotonic() - wall0, 2),
     }
-    if alert_counts is not None:
-        summary["alerts"] = alert_counts
+    if dispatcher is not None:
+        summary["alerts"] = dispatcher.outcome()
     if failure is not None:
         summary["error"] = f"{type(failure).__name__}: {failure}"
     status = "failed" if failure is not None else "finished"
@@ -117,7 +118,7 @@ async def watch_to_store(
         f"run {run_id} ({status}): {runner.processed} events stored into {store.dsn} "
         f"({stage.late} late, {runner.failures} failed, {refusals.total()} refused inputs, "
         f"{pump.kept} kept in dead_letter"
-        + ("" if alert_counts is None else f", {alert_counts['signals']} alerts")
+        + ("" if dispatcher is None else f"; {dispatcher.outcome_line()}")
         + ")"
     )
     return 0

@@ -98,3 +98,18 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("GPUFRAG_ALERTS__GIVE_UP_AFTER_S", "30")
     got = GpufragSettings().alerts
     assert (got.alertmanager_url, got.give_up_after_s) == ("http://am:9093", 30.0)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.slack.com/services/T0000/B0000/XXXXXXXX",
+        "http://[::1]:9093",
+        "HTTP://alertmanager.monitoring.svc:9093/am/",
+        "https://user:pass@hooks.example/path?token=x",
+    ],
+    ids=["slack", "ipv6", "upper-case-scheme", "userinfo-and-query"],
+)
+def test_every_kind_of_http_url_a_sink_may_have_is_accepted(url: str) -> None:
+    got = settings(alertmanager_url=url, slack_webhook_url=url, webhook_url=url)
+    assert (got.alertmanager_url, got.slack_webhook_url, got.webhook_url) == (url, url, url)

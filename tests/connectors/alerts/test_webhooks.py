@@ -1,15 +1,17 @@
 """Slack and the generic webhook against a local HTTP receiver: what they are sent, a receiver
 that is down and comes back, one that stays down past give_up_after_s (a dead letter with the
-reason), one that refuses the alerts, and repeats that are not posted again."""
+reason), one that refuses the alerts, one that never answers (the stop is not held), and
+repeats that are not posted again."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
 from datetime import timedelta
 
 import pytest
 
-from connectors.alerts import AlertmanagerSink, SlackSink, WebhookSink
+from connectors.alerts import AlertDispatcher, AlertmanagerSink, SlackSink, WebhookSink
+from connectors.alerts.dispatcher import STOP_DRAIN_MAX_S
 from tests.connectors.alerts.alerting import (
     DeadLetters,
     dispatching,
@@ -20,16 +22,6 @@ from tests.connectors.alerts.alerting import (
     until,
 )
 from tests.connectors.alerts.receiver import Receiver
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = Receiver()
-    await r.start()
-    try:
-        yield r
-    finally:
-        await r.stop()
 
 
 async def test_the_webhook_gets_each_alert_as_json_firing_then_resolved(receiver: Receiver) -> None:
@@ -200,3 +192,45 @@ async def test_open_alerts_are_sent_to_alertmanager_again_every_interval(
     # each open post ends 4 intervals after it was made, in the future
     assert all(b[0]["endsAt"] > "2026-03-02T09:31:00Z" for b in receiver.bodies[:3])
     assert len(receiver.bodies) == count  # nothing after the resolution
+
+
+async def test_a_receiver_that_never_answers_cannot_hold_the_stop(receiver: Receiver) -> None:
+    """The longest POST timeout there is, against a receiver that takes the request and never
+    answers: the stop still ends within its bounded drain, with the alert dead-lettered."""
+    receiver.hang = True
+    dead = DeadLetters()
+    s = settings(timeout_s=300)
+    d = AlertDispatcher([WebhookSink(receiver.url)], settings=s, dead_letter=dead)
+    await d.start()
+    d.submit(storm())
+    await until(lambda: receiver.hits == 1)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait_for(d.stop(drain_s=s.timeout_s), 120)  # not 300 s
+    assert loop.time() - began < STOP_DRAIN_MAX_S + 30  # 30 s: a busy 2-core machine
+    assert [(r.source, r.reason) for r in dead.kept] == [("alerts/webhook", "shutdown")]
+    assert d.outcome()["dead_lettered"] == {"webhook": 1}
+
+
+async def test_sent_and_dead_lettered_alerts_are_counted_apart(receiver: Receiver) -> None:
+    refusing = Receiver()
+    refusing.status = 400
+    await refusing.start()
+    sinks = [WebhookSink(receiver.url), SlackSink(refusing.url)]
+    try:
+        async with dispatching(sinks, settings(), DeadLetters()) as (d, _):
+            d.submit(storm("a"))
+            d.submit(storm("b"))
+            await d.settled()
+    finally:
+        await refusing.stop()
+    assert d.outcome() == {
+        "signals": 2,
+        "repeats": 0,
+        "superseded": 0,
+        "sent": {"webhook": 2, "slack": 0},
+        "dead_lettered": {"webhook": 0, "slack": 2},
+    }
+    assert d.outcome_line() == (
+        "2 alerts to webhook: 2 sent, 0 dead-lettered; to slack: 0 sent, 2 dead-lettered"
+    )
