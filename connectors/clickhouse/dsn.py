@@ -163,6 +163,11 @@ def _parse_chdb(text: str, netloc: str, raw_path: str) -> StoreLocation:
     return StoreLocation(kind="chdb", path=path)
 
 
+STORE_MARKER = "metadata"
+"""The folder chDB's engine writes into every store it opens (beside data/, store/, tmp/):
+what tells a store from any other folder."""
+
+
 def _check_store_dir(path: Path) -> None:
     def unusable(why: str) -> StoreError:
         return StoreError(f"{path} is not a usable store directory: {why}")
@@ -172,6 +177,13 @@ def _check_store_dir(path: Path) -> None:
             raise unusable("it exists and is not a directory")
         if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
             raise unusable("no permission to read and write it")
+        if not (path / STORE_MARKER).is_dir() and any(path.iterdir()):
+            # The engine would write its folders among someone else's files, and a later
+            # clean-up of the store would take those files with it.
+            raise StoreError(
+                f"{path} holds other files and is not a chDB store (no {STORE_MARKER}/ "
+                "folder): give a new or empty folder, or an existing store"
+            )
         return
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:

@@ -56,6 +56,26 @@ def test_a_regular_file_is_not_a_store(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("inside", "is_store"),
+    [([], True), (["metadata/"], True), (["notes.txt"], False), (["photos/"], False)],
+    ids=["empty", "a_store", "a_file", "a_folder"],
+)
+def test_a_folder_of_other_files_is_not_a_store(
+    tmp_path: Path, inside: list[str], is_store: bool
+) -> None:
+    for name in inside:
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("mine")
+    if is_store:
+        assert parse_dsn(f"chdb://{tmp_path}").path == tmp_path
+        return
+    with pytest.raises(StoreError, match=r"holds other files and is not a chDB store"):
+        parse_dsn(f"chdb://{tmp_path}")
+
+
 def test_a_store_under_a_file_cannot_be_created(tmp_path: Path) -> None:
     file = tmp_path / "file"
     file.write_text("x")
