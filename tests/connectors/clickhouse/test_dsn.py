@@ -10,6 +10,7 @@ from connectors.clickhouse.dsn import (
     StoreError,
     default_spool_dir,
     default_store_dsn,
+    ensure_store_dir,
     parse_dsn,
 )
 
@@ -69,11 +70,12 @@ def test_a_folder_of_other_files_is_not_a_store(
             (tmp_path / name).mkdir()
         else:
             (tmp_path / name).write_text("mine")
+    location = parse_dsn(f"chdb://{tmp_path}")
     if is_store:
-        assert parse_dsn(f"chdb://{tmp_path}").path == tmp_path
+        assert ensure_store_dir(location) == tmp_path
         return
     with pytest.raises(StoreError, match=r"holds other files and is not a chDB store"):
-        parse_dsn(f"chdb://{tmp_path}")
+        ensure_store_dir(location)
 
 
 def test_a_store_under_a_file_cannot_be_created(tmp_path: Path) -> None:
