@@ -6,15 +6,20 @@ the pipeline can change what another part was told.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
     Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
     field_validator,
+    model_validator,
 )
+from pydantic_core import ErrorDetails, InitErrorDetails
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from models.action_settings import (
@@ -24,6 +29,7 @@ from models.action_settings import (
     PlannerSettings,
 )
 from models.bounds import TIME_MAX, TIME_MIN
+from models.settings_env import PREFIX, unknown_names
 from models.settings_group import Group as _Group
 
 __all__ = [
@@ -169,13 +175,15 @@ class DetectorSettings(_Group):
 class TraceSettings(_Group):
     start: datetime = datetime(2023, 7, 1, tzinfo=UTC)
     """Wall-clock instant that trace second 0 maps to (the trace only has relative seconds)."""
-    max_file_bytes: Annotated[int, Field(ge=1)] = 512 * 1024 * 1024
+    max_file_bytes: Annotated[int, Field(ge=1, le=64 * 1024**3)] = 512 * 1024 * 1024
     """Largest trace CSV read, checked before reading: a node or pod list is held in memory
     whole and replayed row by row, so a wrong path (a disk image, /dev/zero) must stop at once.
-    The shipped lists are 42-575 KB (8,152 pods, 71 bytes a row); 512 MiB is 7.6 million rows."""
-    max_line_bytes: Annotated[int, Field(ge=1)] = 64 * 1024
+    The shipped lists are 42-575 KB (8,152 pods, 71 bytes a row); 512 MiB is 7.6 million rows.
+    At most 64 GiB."""
+    max_line_bytes: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = 64 * 1024
     """Longest line read; a longer one is refused as a row without being held in memory. The
-    shipped lists' longest line is 109 bytes."""
+    shipped lists' longest line is 109 bytes. At most 64 MiB: a read of this many bytes
+    allocates them first, and 10^12 failed with a MemoryError."""
     max_nodes: Annotated[int, Field(ge=1)] = 10_000
     """Most nodes a node list may hold; past it the read stops with one line. The shipped
     lists hold 1,213 and 1,523; Kubernetes is tested to 5,000 nodes per cluster. The FGD
@@ -205,12 +213,18 @@ class StoreSettings(_Group):
     the user's data directory) or ``http(s)://user:password@host:8123/database`` for a server."""
     database: str = "gpufrag"
     """Database the tables live in (created if missing)."""
-    batch_rows: Annotated[int, Field(ge=1)] = 5000
-    """Rows per insert; a table's buffer is written when it reaches this many rows..."""
+    batch_rows: Annotated[int, Field(ge=1000, le=10_000_000)] = 5000
+    """Rows per insert; a table's buffer is written when it reaches this many rows... At least
+    1,000, ClickHouse's own advice: an insert costs about 0.2 s on chDB whatever its size, so a
+    50-row batch drained a replay's 4,096 queued events in 48 s after Ctrl-C or SIGTERM
+    (1,000 rows: 5 s)."""
     flush_interval_s: Annotated[float, Field(gt=0)] = 1.0
     """...or when its oldest buffered row has waited this long (wall clock: it is I/O)."""
-    max_buffered_rows: Annotated[int, Field(ge=1)] = 200_000
-    """Rows held in memory while the store is unreachable; writers wait beyond this."""
+    max_buffered_rows: Annotated[int, Field(ge=1000, le=100_000_000)] = 200_000
+    """Rows held in memory while the store is unreachable; writers wait beyond this. At least
+    ``batch_rows``, so a full batch always fits and the writers, woken as soon as the buffer is
+    full, always have a batch to send (below it a replay could store only a few rows a
+    second and look hung)."""
     retry_initial_s: Annotated[float, Field(gt=0)] = 0.2
     """First wait after a failed insert; doubles up to retry_max_s, with jitter."""
     retry_max_s: Annotated[float, Field(gt=0)] = 10.0
@@ -220,14 +234,23 @@ class StoreSettings(_Group):
     """Where unwritten rows are kept across a restart; default: beside the chDB store, or the
     user's data directory for a server DSN."""
 
+    @model_validator(mode="after")
+    def _a_batch_fits(self) -> StoreSettings:
+        if self.max_buffered_rows < self.batch_rows:
+            raise ValueError(
+                f"max_buffered_rows ({self.max_buffered_rows}) must be at least batch_rows "
+                f"({self.batch_rows}): a full batch must fit in the buffer; lower both together"
+            )
+        return self
+
 
 class KafkaSettings(_Group):
     bootstrap: str = "127.0.0.1:9092"
     """Kafka bootstrap servers, comma-separated host:port."""
     topic_prefix: str = ""
     """Prepended to every topic name (one cluster, several gpufrag installations or tests)."""
-    replication: Annotated[int, Field(ge=1)] = 1
-    """Replication factor for topics gpufrag creates; 3 on a real cluster."""
+    replication: Annotated[int, Field(ge=1, le=32767)] = 1
+    """Replication factor for topics gpufrag creates; 3 on a real cluster (Kafka's is 16-bit)."""
     max_source_lag_s: Annotated[float, Field(gt=0)] = 600.0
     """Event-time seconds a source may fall behind the most advanced one before the workers stop
     waiting for its progress reports (a watcher stopped for good); its events that come after the
@@ -328,14 +351,15 @@ class DcgmSettings(_Group):
     """Seconds between two listings of the exporter pods; a new GPU node's exporter is scraped
     at most this long after its pod runs, and one whose pod is gone stops being scraped (its
     metric series dropped) at most this long after."""
-    max_page_bytes: Annotated[int, Field(ge=1)] = 4 * 1024 * 1024
+    max_page_bytes: Annotated[int, Field(ge=1, le=1024**3)] = 4 * 1024 * 1024
     """Largest exporter page a scrape, ``gpufrag dcgm-parse`` or ``inspect --dcgm`` reads; past
     it the page is refused (reason ``too_large``) before more is read, so a URL serving a huge
     file cannot exhaust memory or hold a core. Measured on the fixture written with every
     default counter (``plain_h200.txt``): 5.3 KB of lines per GPU plus 2.7 KB of HELP/TYPE, so
     an 8-GPU node is about 45 KB and a 64-GPU one 340 KB; 4 MiB is 12 times that, or a
     federated page of some 780 GPUs. Parsing takes about 0.1 s a MiB of real lines; the worst
-    page at the bound (90,000 lines of 45 bytes) about 1.5 s and 70 MB."""
+    page at the bound (90,000 lines of 45 bytes) about 1.5 s and 70 MB. At most 1 GiB: a read of
+    this many bytes allocates them first."""
     min_timestamp: AwareDatetime = datetime(2015, 1, 1, tzinfo=UTC)
     """Exporter line timestamps before this are refused as implausible (reason
     ``implausible_time``): timestamps are milliseconds, and one sent in seconds (or 0) reads
@@ -377,7 +401,7 @@ class WatchSettings(_Group):
     progress_interval_s: Annotated[float, Field(gt=0)] = 1.0
     """Wall seconds between a live source's progress reports, sent even when it had no events,
     so a quiet source never holds the workers back."""
-    max_held_events: Annotated[int, Field(ge=1)] = 100_000
+    max_held_events: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
     """Events one live source may have waiting (held, or not yet taken by the bus); beyond it
     the source waits, so a bus that is down does not grow memory without bound."""
 
@@ -421,3 +445,32 @@ class GpufragSettings(BaseSettings):
     actuator: ActuatorSettings = ActuatorSettings()
     planners: PlannerSettings = PlannerSettings()
     alerts: AlertSettings = AlertSettings()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _no_unknown_names(
+        cls, data: Any, handler: ModelWrapValidatorHandler[GpufragSettings]
+    ) -> GpufragSettings:
+        # A misspelt variable (GPUFRAG_STORE_BATCH_ROWS) left the default in force without a
+        # word; it is refused with the model's other problems, one line each at the CLI.
+        unknown: list[InitErrorDetails] = [
+            {"type": "extra_forbidden", "loc": (name[len(PREFIX) :].lower(),), "input": value}
+            for name, value in ((n, os.environ[n]) for n in unknown_names(cls, os.environ))
+        ]
+        try:
+            settings = handler(data)
+        except ValidationError as exc:
+            if not unknown:
+                raise
+            found = [_again(err) for err in exc.errors()]
+            raise ValidationError.from_exception_data(cls.__name__, unknown + found) from None
+        if unknown:
+            raise ValidationError.from_exception_data(cls.__name__, unknown)
+        return settings
+
+
+def _again(err: ErrorDetails) -> InitErrorDetails:
+    details: InitErrorDetails = {"type": err["type"], "loc": err["loc"], "input": err["input"]}
+    if "ctx" in err:
+        details["ctx"] = err["ctx"]
+    return details

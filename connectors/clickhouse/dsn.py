@@ -163,6 +163,11 @@ def _parse_chdb(text: str, netloc: str, raw_path: str) -> StoreLocation:
     return StoreLocation(kind="chdb", path=path)
 
 
+STORE_MARKER = "metadata"
+"""The folder chDB's engine writes into every store it opens (beside data/, store/, tmp/):
+what tells a store from any other folder."""
+
+
 def _check_store_dir(path: Path) -> None:
     def unusable(why: str) -> StoreError:
         return StoreError(f"{path} is not a usable store directory: {why}")
@@ -183,8 +188,17 @@ def _check_store_dir(path: Path) -> None:
 
 
 def ensure_store_dir(location: StoreLocation) -> Path:
-    """Create a chDB store's directory (and parents); the engine creates its own layout inside."""
+    """Create a chDB store's directory (and parents); the engine creates its own layout inside.
+    An existing folder must be empty or a store already."""
     assert location.kind == "chdb" and location.path is not None
+    path = location.path
+    if path.is_dir() and not (path / STORE_MARKER).is_dir() and any(path.iterdir()):
+        # The engine would write its folders among someone else's files, and a later
+        # clean-up of the store would take those files with it.
+        raise StoreError(
+            f"{path} holds other files and is not a chDB store (no {STORE_MARKER}/ "
+            "folder): give a new or empty folder, or an existing store"
+        )
     try:
         location.path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

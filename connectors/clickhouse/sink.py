@@ -253,6 +253,15 @@ class ClickHouseSink:
         self._buffered += len(rows)
         self._metrics.buffered.set(self._buffered)
         buffer.wake.set()
+        if self._full():
+            # Writers now wait for room, and every table's writer must make it: rows spread
+            # over several tables can each stay below batch_rows, and waiting for the flush
+            # interval then stored max_buffered_rows per interval (10 rows a second: a stall).
+            for other in self._buffers.values():
+                other.wake.set()
+
+    def _full(self) -> bool:
+        return self._buffered >= self._settings.max_buffered_rows
 
     async def _release(self, taken: list[BufferedRow]) -> None:
         self._buffered -= len(taken)
@@ -271,7 +280,8 @@ class ClickHouseSink:
             self._space.notify_all()
 
     async def _background(self, table: str, buffer: TableBuffer) -> None:
-        """Write the head batch when it is full or its oldest row has waited flush_interval_s."""
+        """Write the head batch when it is full, when its oldest row has waited
+        flush_interval_s, or at once while the sink is full and writers wait for room."""
         batch_rows = self._settings.batch_rows
         interval = self._settings.flush_interval_s
         while True:
@@ -280,7 +290,7 @@ class ClickHouseSink:
                 await buffer.wake.wait()
                 continue
             wait = buffer.items[0].arrived + interval - time.monotonic()
-            if len(buffer.items) < batch_rows and wait > 0:
+            if len(buffer.items) < batch_rows and wait > 0 and not self._full():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(buffer.wake.wait(), wait)
                 continue

@@ -7,8 +7,7 @@ import sys
 
 import typer
 from pydantic import ValidationError
-
-from models import GpufragSettings
+from pydantic_settings import SettingsError
 
 try:  # typer >= 0.22 vendors its own click; its exceptions are what the app raises
     from typer._click import exceptions as click_exceptions
@@ -16,6 +15,7 @@ except ImportError:  # pragma: no cover - older typer on real click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 from streams.app.errors import EXIT_USAGE
+from streams.app.setting_errors import setting_lines
 
 COMMANDS = {
     "replay": "replay",
@@ -89,12 +89,11 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("gpufrag: interrupted", err=True)
         sys.exit(130)
-    except ValidationError as exc:
-        if exc.title != GpufragSettings.__name__:
+    except (ValidationError, SettingsError) as exc:
+        lines = setting_lines(exc)
+        if lines is None:
             raise  # not the user's settings: a bug, with its traceback
-        for err in exc.errors():
-            name = "GPUFRAG_" + "__".join(str(part) for part in err["loc"]).upper()
-            why = "no such setting" if err["type"] == "extra_forbidden" else err["msg"]
-            typer.echo(f"gpufrag: error: setting {name}: {why}", err=True)
+        for line in lines:
+            typer.echo(f"gpufrag: error: {line}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(rc if isinstance(rc, int) else 0)

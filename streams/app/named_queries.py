@@ -7,6 +7,7 @@ checked here, then bound by the driver as server-side parameters: never pasted i
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ CONVERTERS: dict[str, Callable[[str], object]] = {
     "UInt32": lambda v: _int(v, 0, 2**32 - 1),
     "UInt64": lambda v: _int(v, 0, 2**64 - 1),
     "Int64": lambda v: _int(v, -(2**63), 2**63 - 1),
-    "Float64": float,
+    "Float64": lambda v: _float(v),
     "DateTime64": datetime.fromisoformat,
 }
 
@@ -29,10 +30,27 @@ class QueryError(ValueError):
     """A named query or its parameters cannot be used as given."""
 
 
+_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+_ASCII_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _int(text: str, lo: int, hi: int) -> int:
+    # Python's int() also takes other scripts' digits (full-width U+FF11 U+FF10 is 10),
+    # "1_000" and surrounding blanks: what the user typed must be what the query gets.
+    if not _ASCII_INT.fullmatch(text):
+        raise ValueError("use ASCII digits 0-9 only")
     value = int(text)
     if not lo <= value <= hi:
         raise ValueError(f"outside {lo}..{hi}")
+    return value
+
+
+def _float(text: str) -> float:
+    if not _ASCII_FLOAT.fullmatch(text):
+        raise ValueError("use ASCII digits 0-9, a decimal point and an exponent only")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("must be finite")
     return value
 
 

@@ -181,7 +181,8 @@ def test_a_bad_setting_is_one_line_per_problem_naming_the_variable(tmp_path: Pat
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert lines == [
-        "gpufrag: error: setting GPUFRAG_ANALYSIS__EVALUATE_EVERY_S: no such setting",
+        "gpufrag: error: unknown setting GPUFRAG_ANALYSIS__EVALUATE_EVERY_S; did you mean "
+        "GPUFRAG_DETECTORS__UNPLACEABLE_PENDING__EVALUATE_EVERY_S?",
         "gpufrag: error: setting GPUFRAG_DETECTORS__FRAGMENTATION__RATIO_OPEN_PCT: "
         "Input should be less than or equal to 100",
     ]

@@ -24,12 +24,15 @@ NODE_LIMIT = 40
 
 
 async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Path) -> None:
-    settings = StoreSettings(
-        dsn=f"chdb://{tmp_path}/st",
-        batch_rows=100,
-        flush_interval_s=0.05,
-        retry_initial_s=0.05,
-        retry_max_s=0.2,
+    # 100-row batches, below the settings' floor on purpose (model_copy does not validate),
+    # so a 40-node replay spans many inserts and the outage falls between them.
+    settings = StoreSettings(dsn=f"chdb://{tmp_path}/st").model_copy(
+        update={
+            "batch_rows": 100,
+            "flush_interval_s": 0.05,
+            "retry_initial_s": 0.05,
+            "retry_max_s": 0.2,
+        }
     )
     store = await asyncio.to_thread(open_history, settings)
     sink = ClickHouseSink(lambda: open_store(settings), settings)

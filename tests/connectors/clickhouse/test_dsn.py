@@ -10,6 +10,7 @@ from connectors.clickhouse.dsn import (
     StoreError,
     default_spool_dir,
     default_store_dsn,
+    ensure_store_dir,
     parse_dsn,
 )
 
@@ -54,6 +55,27 @@ def test_a_regular_file_is_not_a_store(tmp_path: Path) -> None:
     assert info.value.message == (
         f"{file} is not a usable store directory: it exists and is not a directory"
     )
+
+
+@pytest.mark.parametrize(
+    ("inside", "is_store"),
+    [([], True), (["metadata/"], True), (["notes.txt"], False), (["photos/"], False)],
+    ids=["empty", "a_store", "a_file", "a_folder"],
+)
+def test_a_folder_of_other_files_is_not_a_store(
+    tmp_path: Path, inside: list[str], is_store: bool
+) -> None:
+    for name in inside:
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("mine")
+    location = parse_dsn(f"chdb://{tmp_path}")
+    if is_store:
+        assert ensure_store_dir(location) == tmp_path
+        return
+    with pytest.raises(StoreError, match=r"holds other files and is not a chDB store"):
+        ensure_store_dir(location)
 
 
 def test_a_store_under_a_file_cannot_be_created(tmp_path: Path) -> None:

@@ -240,6 +240,20 @@ async def test_backpressure_blocks_writers_until_the_store_returns(
     assert count(store, "signals") == 8
 
 
+async def test_a_full_buffer_is_written_at_once_whatever_the_interval(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    # Rows spread over two tables, each below a batch, filled the buffer; the writers waited
+    # for the flush interval and stored max_buffered_rows per interval (issue 32, C7).
+    sink = make_sink(batch_rows=1000, max_buffered_rows=1000, flush_interval_s=3600.0)
+    await sink.start()
+    actions = [action_row(RUN, f.action(i)) for i in range(700)]
+    await asyncio.wait_for(sink.write("signals", signal_rows(0, 700)), 60)
+    await asyncio.wait_for(sink.write("actions", actions), 60)  # waits for room, not an hour
+    await wait_until(lambda: sink.buffered_rows < 1000, timeout_s=60)
+    assert sum(sink.written_rows.values()) >= 400
+
+
 async def test_lifecycle_errors(
     make_sink: SinkMaker, store: Store, store_settings: StoreSettings
 ) -> None:
