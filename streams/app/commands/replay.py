@@ -198,7 +198,10 @@ def replay(
         typer.Option(
             help="off: plan nothing; dry-run: plan actions through the guardrails and store "
             "them, execute none; enforce: apply allowed actions to the simulated cluster "
-            "(evicted pods come back as new pods) and report what they changed.",
+            "(evicted pods come back as new pods) and report what they changed. With dry-run "
+            "or enforce, pending pods are evaluated at every change, not every "
+            "evaluate_every_s of event time (30 s by default), so such a run reports many more "
+            "unplaceable_pending signals than the same replay with off.",
         ),
     ] = ActionsChoice.OFF,
     as_json: JsonOption = False,
