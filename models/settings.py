@@ -233,6 +233,12 @@ class StoreSettings(_Group):
     spool_dir: str | None = None
     """Where unwritten rows are kept across a restart; default: beside the chDB store, or the
     user's data directory for a server DSN."""
+    keep_free_mib: Annotated[int, Field(ge=0, le=1_048_576)] = 64
+    """Free space (MiB) the sink's inserts leave on the disk holding the store (ClickHouse's
+    ``min_free_disk_bytes_to_perform_insert``). Reaching it stops the run as "disk full" while
+    the run's failed mark (any ClickHouse insert reserves at least 1 MiB) and the spool still
+    fit. A full disk is not retried: it does not empty by itself. 0: none, and the setting is
+    not sent (for a server too old to know it)."""
 
     @model_validator(mode="after")
     def _a_batch_fits(self) -> StoreSettings:

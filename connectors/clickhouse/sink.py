@@ -8,10 +8,13 @@ is what ``stop`` spools to disk when the store does not come back in time.
 When an insert fails the sink asks whether the store or the rows are at fault, by probing the
 table with a query that needs the table but no rows:
 
+- the disk holding the store is full (``disk_full``): it does not empty by itself, so the
+  sink stops (``write`` raises ``StoreFullError``) and ``stop`` spools what it holds. Inserts
+  leave ``keep_free_mib`` free, so the caller can still mark its run failed;
 - the probe fails, or the error is one ClickHouse raises for the store's state rather than
-  the data (read-only, out of disk, too many parts, overload, timeouts): an outage. The rows
-  stay buffered and the insert is retried with exponential backoff and jitter until it
-  succeeds;
+  the data (read-only, too many parts, overload, timeouts): an outage. The rows stay
+  buffered and the insert is retried with exponential backoff and jitter until it succeeds
+  (``wait_for_outage`` lets a stopping command decide not to wait);
 - the probe succeeds: some rows cannot be written. The batch is split in halves and each half
   retried, down to single rows; a row that still fails ``row_attempts`` times goes to the
   ``dead_letter`` table with the error as its reason. If even that insert fails, the store
@@ -44,10 +47,16 @@ from connectors.clickhouse.dead_letter import (
     dead_letter_row,
     is_store_side_error,
 )
+from connectors.clickhouse.disk_full import (
+    StoreFullError,
+    disk_full_error,
+    is_disk_full,
+    spool_floor,
+)
 from connectors.clickhouse.dsn import StoreError, check_identifier, default_spool_dir
-from connectors.clickhouse.sink_buffer import BufferedRow, TableBuffer
+from connectors.clickhouse.sink_buffer import BufferedRow, Outage, Outages, TableBuffer
 from connectors.clickhouse.sink_metrics import SinkMetrics
-from connectors.clickhouse.spool import read_spool, write_spool
+from connectors.clickhouse.spool import reload_spool, spool_rows
 from connectors.clickhouse.store import Store
 from models.settings import StoreSettings
 
@@ -78,12 +87,17 @@ class ClickHouseSink:
         self._buffered = 0
         self._space = asyncio.Condition()
         self._origins: dict[Path, int] = {}
-        self._written: dict[str, int] = {}
-        self._dead_lettered: dict[str, int] = {}
-        self._insert_errors: dict[str, int] = {}
-        self._retries = 0
         self._spooled: Path | None = None
+        self._spooled_rows = 0
+        self._fatal: StoreFullError | None = None
+        self._outages = Outages()
+        self._flushing: asyncio.Future[None] | None = None
+        self._hurried = False
         self._stopped = asyncio.Event()
+        reserve = settings.keep_free_mib * 2**20  # none at 0, for servers without the setting
+        self._insert_settings = {"min_free_disk_bytes_to_perform_insert": reserve}
+        if not reserve:
+            self._insert_settings.clear()
 
     # -- read-only views (for tests and status pages) -----------------------------------------
 
@@ -99,20 +113,20 @@ class ClickHouseSink:
     @property
     def written_rows(self) -> dict[str, int]:
         """Rows stored per table by this sink (a retried batch counts again)."""
-        return dict(self._written)
+        return dict(self._metrics.by_table["written"])
 
     @property
     def dead_lettered_rows(self) -> dict[str, int]:
         """Rows sent to the dead_letter table, per table they were meant for."""
-        return dict(self._dead_lettered)
+        return dict(self._metrics.by_table["dead_lettered"])
 
     @property
     def insert_errors(self) -> dict[str, int]:
-        return dict(self._insert_errors)
+        return dict(self._metrics.by_table["insert_errors"])
 
     @property
     def retries(self) -> int:
-        return self._retries
+        return self._metrics.retried
 
     @property
     def spool_dir(self) -> Path | None:
@@ -125,8 +139,22 @@ class ClickHouseSink:
         return self._spooled
 
     @property
+    def spooled_rows(self) -> int:
+        """Rows stop() kept in ``spooled_file``."""
+        return self._spooled_rows
+
+    @property
+    def fatal(self) -> StoreFullError | None:
+        """Why the sink stopped taking rows by itself (the store's disk is full), if it did."""
+        return self._fatal
+
+    @property
     def running(self) -> bool:
         return self._state == "running"
+
+    async def wait_for_outage(self) -> None:
+        """Return once some table's writes are being retried after a store-side failure."""
+        await self._outages.any.wait()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -141,16 +169,9 @@ class ClickHouseSink:
         self._spool_dir = (
             Path(configured).expanduser() if configured else default_spool_dir(store.location)
         )
-        files, bad = await asyncio.to_thread(read_spool, self._spool_dir)
-        for path, why in bad:
-            aside = path.with_name(path.name + ".unreadable")
-            await asyncio.to_thread(path.rename, aside)
-            log.error("spool file %s cannot be read (%s); kept as %s", path, why, aside)
+        files = await asyncio.to_thread(reload_spool, self._spool_dir)
         self._state = "running"
         for spool in files:
-            if not spool.rows:
-                await asyncio.to_thread(spool.path.unlink, missing_ok=True)
-                continue
             self._origins[spool.path] = len(spool.rows)
             for table, row in spool.rows:
                 self._append(table, [row], origin=spool.path)
@@ -170,7 +191,11 @@ class ClickHouseSink:
             async with self._space:
                 self._check_running()
                 await self._space.wait_for(
-                    lambda: self._buffered < limit or self._state != "running"
+                    lambda: (
+                        self._buffered < limit
+                        or self._state != "running"
+                        or self._fatal is not None
+                    )
                 )
                 self._check_running()
                 take = pending[: limit - self._buffered]
@@ -201,7 +226,11 @@ class ClickHouseSink:
             self._space.notify_all()
         cancelled = False
         try:
-            await asyncio.wait_for(self.flush(), timeout_s)
+            if self._fatal is None:  # a full disk takes no more rows; they go to the spool
+                self._flushing = asyncio.ensure_future(asyncio.wait_for(self.flush(), timeout_s))
+                await self._flushing
+        except StoreFullError:
+            pass  # found while flushing: the rows left are spooled, the caller says so
         except TimeoutError:
             log.warning(
                 "the store did not take all rows within %.1fs; spooling %d rows",
@@ -210,8 +239,9 @@ class ClickHouseSink:
             )
         except asyncio.CancelledError:
             # Ctrl-C while stopping (asyncio.run cancels the main task): the buffered rows are
-            # still spooled before the cancellation goes on.
-            cancelled = True
+            # still spooled before the cancellation goes on. hurry() only ends the flush.
+            task = asyncio.current_task()
+            cancelled = not self._hurried or (task is not None and task.cancelling() > 0)
         except Exception:
             log.exception("flush at stop failed; spooling the remaining rows")
         try:
@@ -226,9 +256,18 @@ class ClickHouseSink:
         if cancelled:
             raise asyncio.CancelledError
 
+    def hurry(self) -> None:
+        """Stop waiting for the store: a stop() flushing now, or a later one, spools at once
+        what is left (SIGTERM while the store is not taking rows)."""
+        self._hurried = True
+        if self._flushing is not None:
+            self._flushing.cancel()
+
     # -- buffering ----------------------------------------------------------------------------
 
     def _check_running(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._state != "running":
             raise RuntimeError(
                 "the sink is not running: start() it first"
@@ -296,6 +335,8 @@ class ClickHouseSink:
                 continue
             try:
                 await self._write_head(table, buffer)
+            except StoreFullError:
+                return  # the rows stay buffered for stop() to spool
             except Exception:  # a bug must not kill the writer: the rows stay buffered
                 log.exception("writing %s failed unexpectedly; retrying", table)
                 await asyncio.sleep(self._settings.retry_max_s)
@@ -303,6 +344,8 @@ class ClickHouseSink:
     async def _flush_table(self, table: str, buffer: TableBuffer) -> None:
         target = buffer.appended
         while buffer.done < target and buffer.items:
+            if self._fatal is not None:
+                raise self._fatal
             await self._write_head(table, buffer)
 
     async def _write_head(self, table: str, buffer: TableBuffer) -> None:
@@ -325,23 +368,27 @@ class ClickHouseSink:
         remaining = [
             (table, item) for table, buffer in self._buffers.items() for item in buffer.items
         ]
-        if remaining:
+        rows = [(table, item.row) for table, item in remaining]
+        if rows:
             assert self._spool_dir is not None
-            directory = self._spool_dir
-            rows = [(table, item.row) for table, item in remaining]
-            try:
-                path = await asyncio.to_thread(write_spool, directory, rows)
-            except OSError as exc:
-                raise StoreError(
-                    f"{len(rows)} rows could not be written to the store nor spooled to "
-                    f"{directory}: {exc}"
-                ) from exc
-            self._spooled = path
-            log.warning("spooled %d unwritten rows to %s", len(rows), path)
-        # Rows reloaded from older spool files are now either stored or in the new file.
-        for origin in list(self._origins):
+            await self._spool(self._spool_dir, rows)
+        # Rows reloaded from older spool files are now either stored or in the new file, unless
+        # a full disk cut it short: then the older files stay (a row in two collapses on its key).
+        for origin in list(self._origins) if self._spooled_rows == len(rows) else []:
             await asyncio.to_thread(origin.unlink, missing_ok=True)
         self._origins.clear()
+
+    async def _spool(self, directory: Path, rows: list[tuple[str, dict[str, object]]]) -> None:
+        """Keep ``rows`` in a spool file, on a full disk as many as fit (see spool_floor); the
+        fatal error (or a log line) says what was kept."""
+        keep = self._settings.keep_free_mib
+        floor = spool_floor(directory, self._open_store.location, keep_free_mib=keep)
+        path, kept, said = await asyncio.to_thread(spool_rows, directory, rows, floor_bytes=floor)
+        self._spooled, self._spooled_rows = path, kept
+        if self._fatal is not None:
+            self._fatal.add(said)
+        else:
+            log.log(logging.WARNING if kept == len(rows) else logging.ERROR, "%s", said)
 
     # -- delivery -----------------------------------------------------------------------------
 
@@ -353,19 +400,30 @@ class ClickHouseSink:
 
     async def _deliver(self, table: str, rows: list[dict[str, object]]) -> None:
         """Return once every row is stored or dead-lettered; see the module docstring."""
+        outage = Outage(self._outages)
+        try:
+            await self._deliver_retrying(table, rows, outage)
+        finally:
+            outage.end()
+
+    async def _deliver_retrying(
+        self, table: str, rows: list[dict[str, object]], outage: Outage
+    ) -> None:
         delay = self._settings.retry_initial_s
         row_failures = 0
-        outage = False
         while True:
+            if self._fatal is not None:
+                raise self._fatal
             try:
-                await asyncio.to_thread(self._open_store.insert, table, rows)
+                await asyncio.to_thread(self._insert, table, rows)
             except Exception as exc:
-                self._count_error(table)
+                self._metrics.count_error(table)
                 reason = str(exc) or type(exc).__name__
+                if is_disk_full(reason):
+                    raise await self._fail(reason) from None
                 if is_store_side_error(reason) or not await self._healthy(table):
-                    if not outage:
+                    if outage.begin():
                         log.warning("store outage writing %s, retrying: %s", table, reason)
-                        outage = True
                 elif len(rows) > 1:
                     half = len(rows) // 2
                     await self._deliver(table, rows[:half])
@@ -378,22 +436,34 @@ class ClickHouseSink:
                         if problem is None:
                             return
                         # Not even a dead letter could be written: the store is at fault.
-                        if not outage:
+                        if outage.begin():
                             log.warning(
                                 "cannot write a dead letter for a %s row (%s); treating it as "
                                 "a store outage and retrying the row",
                                 table,
                                 problem,
                             )
-                            outage = True
                         row_failures = 0
                 await self._backoff(delay)
                 delay = min(delay * 2, self._settings.retry_max_s)
                 continue
-            self._count_written(table, len(rows))
-            if outage:
+            self._metrics.count_written(table, len(rows))
+            if outage.on:
                 log.info("store is back: wrote %d rows to %s", len(rows), table)
             return
+
+    def _insert(self, table: str, rows: list[dict[str, object]]) -> None:
+        self._open_store.insert(table, rows, settings=self._insert_settings)
+
+    async def _fail(self, reason: str) -> StoreFullError:
+        """The disk is full: stop taking rows and wake every writer waiting for room."""
+        if self._fatal is None:
+            self._fatal = disk_full_error(
+                self._open_store.location, reason, keep_free_mib=self._settings.keep_free_mib
+            )
+            async with self._space:
+                self._space.notify_all()
+        return self._fatal
 
     async def _healthy(self, table: str) -> bool:
         """Does the store answer a query that needs ``table`` (and no rows)?"""
@@ -409,26 +479,15 @@ class ClickHouseSink:
         """Write the row's dead letter; returns why that failed, or None once it is stored."""
         letter = dead_letter_row(table, row, reason)
         try:
-            await asyncio.to_thread(self._open_store.insert, DEAD_LETTER_TABLE, [letter])
+            await asyncio.to_thread(self._insert, DEAD_LETTER_TABLE, [letter])
         except Exception as exc:
-            self._count_error(DEAD_LETTER_TABLE)
+            self._metrics.count_error(DEAD_LETTER_TABLE)
             return exc
-        self._dead_lettered[table] = self._dead_lettered.get(table, 0) + 1
-        self._metrics.dead_lettered.labels(table=table).inc()
+        self._metrics.count_dead_lettered(table)
         log.warning("dead-lettered a %s row: %s", table, reason)
         return None
 
     async def _backoff(self, delay: float) -> None:
-        self._retries += 1
-        self._metrics.retries.inc()
+        self._metrics.count_retry()
         # Jitter spreads the retries of many writers (and tables) after an outage.
         await asyncio.sleep(delay * (0.5 + random.random() / 2))
-
-    def _count_error(self, table: str) -> None:
-        self._insert_errors[table] = self._insert_errors.get(table, 0) + 1
-        self._metrics.insert_errors.labels(table=table).inc()
-
-    def _count_written(self, table: str, count: int) -> None:
-        self._written[table] = self._written.get(table, 0) + count
-        self._metrics.written.labels(table=table).inc(count)
-        self._metrics.last_success.set(time.time())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = ["SinkMetrics"]
@@ -45,3 +47,31 @@ class SinkMetrics:
             "Unix time of the last successful insert.",
             registry=registry,
         )
+        self.by_table: dict[str, dict[str, int]] = {
+            "written": {},
+            "dead_lettered": {},
+            "insert_errors": {},
+        }
+        """This sink's own counts, for its summary and tests (a registry may hold others)."""
+        self.retried = 0
+
+    def count_written(self, table: str, count: int) -> None:
+        self._add("written", table, count)
+        self.written.labels(table=table).inc(count)
+        self.last_success.set(time.time())
+
+    def count_dead_lettered(self, table: str) -> None:
+        self._add("dead_lettered", table, 1)
+        self.dead_lettered.labels(table=table).inc()
+
+    def count_error(self, table: str) -> None:
+        self._add("insert_errors", table, 1)
+        self.insert_errors.labels(table=table).inc()
+
+    def count_retry(self) -> None:
+        self.retried += 1
+        self.retries.inc()
+
+    def _add(self, what: str, table: str, count: int) -> None:
+        counts = self.by_table[what]
+        counts[table] = counts.get(table, 0) + count

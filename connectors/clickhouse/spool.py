@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
+import logging
 import math
 import os
 import time
@@ -21,7 +23,18 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SpoolFile", "read_spool", "write_spool"]
+from connectors.clickhouse.dsn import StoreError
+
+__all__ = [
+    "SpoolFile",
+    "read_spool",
+    "reload_spool",
+    "spool_rows",
+    "spool_what_fits",
+    "write_spool",
+]
+
+log = logging.getLogger(__name__)
 
 _PATTERN = "spool-*.jsonl"
 
@@ -48,6 +61,101 @@ def write_spool(directory: Path, rows: Iterable[tuple[str, dict[str, object]]]) 
     os.replace(tmp, final)
     _fsync_dir(directory)
     return final
+
+
+def spool_what_fits(
+    directory: Path, rows: list[tuple[str, dict[str, object]]], *, floor_bytes: int = 0
+) -> tuple[Path | None, int]:
+    """Like ``write_spool``, but a full disk (ENOSPC) keeps the rows written until then, whole
+    lines in their order, instead of none: the spool usually sits beside the store, so when the
+    store's disk is full so is the spool's, and every row kept is one the next start writes.
+    No row is written that would leave less than ``floor_bytes`` free (the room the store on
+    the same disk keeps for itself). Returns the file (None when not even one row fit) and how
+    many rows it holds; other OSErrors are raised as in ``write_spool``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    room = None
+    if floor_bytes:
+        disk = os.statvfs(directory)
+        room = disk.f_bavail * disk.f_frsize - floor_bytes
+    name = f"spool-{time.time_ns():020d}-{os.getpid()}-{os.urandom(3).hex()}"
+    final = directory / f"{name}.jsonl"
+    tmp = directory / f".{name}.jsonl.tmp"
+    kept = 0
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        kept = _write_lines(fd, rows, room)
+        if kept == 0:
+            os.close(fd)
+            fd = -1
+            tmp.unlink(missing_ok=True)
+            return None, 0
+        os.fsync(fd)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    os.replace(tmp, final)
+    _fsync_dir(directory)
+    return final, kept
+
+
+def spool_rows(
+    directory: Path, rows: list[tuple[str, dict[str, object]]], *, floor_bytes: int = 0
+) -> tuple[Path | None, int, str]:
+    """``spool_what_fits``, and a line saying what it kept, so that rows not kept are never a
+    surprise; any other failure to spool is a StoreError."""
+    try:
+        path, kept = spool_what_fits(directory, rows, floor_bytes=floor_bytes)
+    except OSError as exc:
+        raise StoreError(
+            f"{len(rows)} rows could not be written to the store nor spooled to {directory}: {exc}"
+        ) from exc
+    total = len(rows)
+    if kept == total:
+        return path, kept, f"{kept} unwritten rows spooled to {path}"
+    where = f"the spool at {directory} is " + (
+        "on the store's full disk" if floor_bytes else "full too"
+    )
+    if not kept:
+        return path, kept, f"{where}: none of {total} unwritten rows kept"
+    name = path.name if path else ""
+    said = f"{where}: {kept} of {total} unwritten rows kept in {name}, {total - kept} not kept"
+    return path, kept, said
+
+
+def _write_lines(fd: int, rows: list[tuple[str, dict[str, object]]], room: int | None) -> int:
+    """Write one line per row while ``room`` (bytes; None: the whole disk) lasts; on ENOSPC cut
+    the file back to its last whole line. Returns how many rows it holds. A line at a time, so
+    what a full disk took is known exactly."""
+    offset = 0
+    for index, (table, row) in enumerate(rows):
+        line = memoryview(_encode_line(table, row))
+        if room is not None and offset + len(line) > room:
+            return index
+        try:
+            while line:
+                written = os.write(fd, line)
+                line = line[written:]
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            os.ftruncate(fd, offset)
+            return index
+        offset = os.lseek(fd, 0, os.SEEK_CUR)
+    return len(rows)
+
+
+def reload_spool(directory: Path) -> list[SpoolFile]:
+    """The spool files a starting sink re-sends: unreadable ones are renamed aside (neither lost
+    nor retried for ever) and empty ones removed."""
+    files, bad = read_spool(directory)
+    for path, why in bad:
+        aside = path.with_name(path.name + ".unreadable")
+        path.rename(aside)
+        log.error("spool file %s cannot be read (%s); kept as %s", path, why, aside)
+    for spool in files:
+        if not spool.rows:
+            spool.path.unlink(missing_ok=True)
+    return [spool for spool in files if spool.rows]
 
 
 def read_spool(directory: Path) -> tuple[list[SpoolFile], list[tuple[Path, str]]]:

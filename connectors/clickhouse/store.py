@@ -129,12 +129,20 @@ class Store:
                 columns=list(result.column_names), rows=[tuple(r) for r in result.result_rows]
             )
 
-    def insert(self, table: str, rows: Sequence[Mapping[str, object]]) -> int:
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Mapping[str, object]],
+        *,
+        settings: Mapping[str, object] | None = None,
+    ) -> int:
         """Insert rows (dicts with the same keys) into ``table``; returns rows written.
 
         Columns come from the first row's keys; a row with other keys is refused rather than
         having its extra values dropped. Values go as Python objects: aware datetimes,
-        None for Nullable columns and dicts for Map columns are encoded by the driver."""
+        None for Nullable columns and dicts for Map columns are encoded by the driver.
+        ``settings`` are ClickHouse settings for this insert alone (the sink's free-space
+        reserve)."""
         if not rows:
             return 0
         check_identifier(table, "table")
@@ -151,7 +159,13 @@ class Store:
                 )
             data.append([row[c] for c in columns])
         with self._call(f"insert into {table}", insert=True) as client:
-            client.insert(table, data, column_names=columns, database=self.database)
+            client.insert(
+                table,
+                data,
+                column_names=columns,
+                database=self.database,
+                settings=dict(settings) if settings else None,
+            )
         return len(data)
 
     def close(self) -> None:

@@ -82,9 +82,11 @@ def run_row(
 
 class StoreInterrupts:
     """SIGINT/SIGTERM while a pipeline writes the store. The first calls ``stop``: the input
-    ends and what was taken is still stored. The second means the store may be down and the
-    user will not wait for it: the sink stops at once and spools its unwritten rows for the
-    next start."""
+    ends and what was taken is still stored, unless the store is not taking rows (an outage
+    now or while stopping): then nobody waits for it, and the sink spools its unwritten rows
+    for the next start, as it does at once on a second signal. The handlers stay installed
+    until the sink has stopped, so a signal is never the default, instant death that would
+    leave no summary and no spool."""
 
     def __init__(self, *, stop: Callable[[], None], sink: ClickHouseSink, console: Console) -> None:
         self.stop = stop
@@ -92,6 +94,7 @@ class StoreInterrupts:
         self.console = console
         self.count = 0
         self._forced: list[asyncio.Task[None]] = []
+        self._watch: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -101,11 +104,21 @@ class StoreInterrupts:
     def _on_signal(self) -> None:
         self.count += 1
         self.stop()
-        if self.count == 2:
-            self.console.print(
-                "second interrupt: spooling unwritten rows and stopping", highlight=False
-            )
-            self._forced.append(asyncio.ensure_future(self.sink.stop(timeout_s=0)))
+        if self.count == 1:
+            self._watch = asyncio.ensure_future(self._force_in_outage())
+        elif self.count == 2:
+            self._force("second interrupt: spooling unwritten rows and stopping")
+
+    async def _force_in_outage(self) -> None:
+        await self.sink.wait_for_outage()
+        self._force("the store is not taking rows: spooling unwritten rows and stopping")
+
+    def _force(self, said: str) -> None:
+        if self._forced:
+            return
+        self.console.print(said, highlight=False)
+        self.sink.hurry()
+        self._forced.append(asyncio.ensure_future(self.sink.stop(timeout_s=0)))
 
     def install(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -113,21 +126,27 @@ class StoreInterrupts:
         self._loop.add_signal_handler(signal.SIGTERM, self._on_signal)
 
     async def finish(self) -> None:
-        """Stop listening, then flush and stop the sink (or let the forced stop a second
-        interrupt began finish)."""
-        if self._loop is not None:
-            self._loop.remove_signal_handler(signal.SIGINT)
-            self._loop.remove_signal_handler(signal.SIGTERM)
-            self._loop = None
-        if self._forced:
-            await asyncio.gather(*self._forced, return_exceptions=True)
-        await self.sink.stop()
+        """Flush and stop the sink (or let a forced stop finish), then stop listening."""
+        try:
+            if self._forced:
+                await asyncio.gather(*self._forced, return_exceptions=True)
+            await self.sink.stop()
+        finally:
+            if self._watch is not None:
+                self._watch.cancel()
+            if self._loop is not None:
+                self._loop.remove_signal_handler(signal.SIGINT)
+                self._loop.remove_signal_handler(signal.SIGTERM)
+                self._loop = None
 
     def report_forced(self) -> None:
+        if self.sink.spooled_file is None:
+            return  # nothing was left unwritten
         self.console.print(
-            f"stopped with the store unreachable: unwritten rows are in {self.sink.spool_dir} "
-            "and are written by the next replay or sink start",
+            f"stopped with the store not taking rows: the {self.sink.spooled_rows} unwritten "
+            f"rows in {self.sink.spooled_file} are written by the next replay or sink start",
             highlight=False,
+            soft_wrap=True,
         )
 
 

@@ -63,3 +63,13 @@ def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(tmp_path
         proof = json.loads(evidence)["whatif"]
         assert proof["placeable_before"] is False and proof["placeable_after"] is True
     assert len({off["run_id"], dry["run_id"], enforced["run_id"]}) == 3
+
+
+def test_help_says_actions_evaluate_pending_pods_at_every_change(tmp_path: Path) -> None:
+    """A dry run stores many more unplaceable_pending signals than the same replay without
+    actions; the help of --actions says why, so the difference is not taken for a bug."""
+    out = gpufrag(dsn_for(tmp_path / "st"), "replay", "--help")
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "pending pods are evaluated at every change" in text
+    assert "many more unplaceable_pending signals" in text

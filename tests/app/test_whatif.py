@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.app.pipeline_helpers import dsn_for, gpufrag
 
 KEYS = (
@@ -68,3 +70,33 @@ def test_whatif_on_a_recorded_random_placement(tmp_path: Path) -> None:
         out = gpufrag(dsn, "whatif", *args)
         assert out.returncode == 2, (args, out.stderr)
         assert needle in out.stderr and len(out.stderr.strip().splitlines()) <= 2, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--since", "0001-01-01"), "--since 0001-01-01T00:00:00+00:00 is outside the event"),
+        (("--until", "9999-12-31"), "--until 9999-12-31T00:00:00+00:00 is outside the event"),
+        (("--since", "1969-12-31T23:59:59"), "1970-01-01 to 2261-12-31"),
+        (("--since", "2030-01-01", "--until", "2020-01-01"), "is after --until"),
+    ],
+    ids=["year-1", "year-9999", "before-1970", "since-after-until"],
+)
+def test_a_window_the_store_cannot_hold_is_one_line(
+    small_run: str, args: tuple[str, ...], needle: str
+) -> None:
+    """Year 1 used to reach ClickHouse as a query parameter and come back as its
+    BAD_QUERY_PARAMETER error."""
+    out = gpufrag(small_run, "whatif", "--policy", "fgd", *args)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], out.stderr
+    assert "DB::Exception" not in out.stderr
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> str:
+    dsn = dsn_for(tmp_path_factory.mktemp("whatif") / "st")
+    out = gpufrag(dsn, "replay", "--node-limit", "20", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return dsn

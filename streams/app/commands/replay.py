@@ -7,7 +7,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
+from connectors.clickhouse.disk_full import check_room
 from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store, open_store
@@ -36,8 +37,9 @@ from streams.app.replay_actions import (
     settings_for,
     source_of,
 )
+from streams.app.replay_record import RunRecord
 from streams.app.replay_summary import json_summary, print_summary, summary_of
-from streams.app.runs import StoreInterrupts, run_row
+from streams.app.runs import StoreInterrupts
 from streams.app.store_output import StoreOutput
 from streams.app.workload import check_ratio, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
@@ -52,20 +54,6 @@ from streams.simulation.cluster import (
     TraceReplayError,
 )
 from streams.simulation.storm_tally import StormTally
-
-RUN_TABLES = (
-    "actions",
-    "events",
-    "gpu_samples",
-    "node_profiles",
-    "task_profiles",
-    "signals",
-    "pending_explanations",
-    "cluster_frag",
-    "dead_letter",
-    "runs",
-)
-
 
 SEED_MAX = 2**63 - 1
 """The runs table keeps the seed as Int64."""
@@ -106,33 +94,6 @@ def run_id_of(
         fields["inject_oom_storms"] = options.inject_oom_storms
     h.update(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
     return h.hexdigest()[:16]
-
-
-def _run_row(
-    run_id: str,
-    *,
-    status: str,
-    started: datetime,
-    source: str,
-    options: ReplayOptions,
-    summary: dict[str, object],
-) -> dict[str, object]:
-    return run_row(
-        run_id,
-        status=status,
-        started=started,
-        source=source,
-        mode=options.mode.value,
-        policy=options.policy,
-        seed=options.seed,
-        params={
-            "ratio": options.ratio,
-            "time_scale": options.time_scale,
-            "node_limit": options.node_limit,
-            "inject_oom_storms": options.inject_oom_storms,
-        },
-        summary=summary,
-    )
 
 
 def replay(
@@ -198,7 +159,10 @@ def replay(
         typer.Option(
             help="off: plan nothing; dry-run: plan actions through the guardrails and store "
             "them, execute none; enforce: apply allowed actions to the simulated cluster "
-            "(evicted pods come back as new pods) and report what they changed.",
+            "(evicted pods come back as new pods) and report what they changed. With dry-run "
+            "or enforce, pending pods are evaluated at every change, not every "
+            "evaluate_every_s of event time (30 s by default), so such a run reports many more "
+            "unplaceable_pending signals than the same replay with off.",
         ),
     ] = ActionsChoice.OFF,
     as_json: JsonOption = False,
@@ -329,7 +293,8 @@ async def _replay(
             typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
             raise typer.Exit(EXIT_USAGE) from None
     store: Store = await asyncio.to_thread(open_history, settings)
-    record = _RunRecord(store, run_id, datetime.now(UTC), source, options)
+    await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
+    record = RunRecord(store, run_id, datetime.now(UTC), source, options)
     await record.start()
     if refused:  # --skip-bad-rows: what was left out stays in the store, with why
         await asyncio.to_thread(store.insert, "dead_letter", [refusal_row(r) for r in refused])
@@ -365,73 +330,83 @@ async def _replay(
         highlight=False,
         soft_wrap=True,
     )
-    wall0 = time.monotonic()
+    ending = _Ending(sim, runner, output, options, refused, baseline, tally, record)
     failure: BaseException | None = None
+    ended: tuple[str, dict[str, object], str | None] | None = None
     try:
-        with progress.bar:
-            await runner.run()
-    except Exception as exc:  # recorded on the run, then reported
-        failure = exc
+        try:
+            with progress.bar:
+                await runner.run()
+        except Exception as exc:  # recorded on the run, then reported
+            failure = exc
+        if sink.fatal is not None:
+            # marked failed before the sink spools, which may take what room is left
+            ended = await ending.write(sink.fatal, store_trouble=True)
     finally:
         await interrupts.finish()
-    if interrupts.forced:
-        interrupts.report_forced()
-        return 130
-    summary = summary_of(sim, runner, output, options, elapsed_s=time.monotonic() - wall0)
-    summary["refused_rows"] = len(refused)
-    summary.update(action_summary(sim, baseline, output, pipeline.acting))
-    storms = sim.injector.storms if sim.injector is not None else []
-    summary.update(tally.counts(storms).as_summary())
-    status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
-    if failure is not None:
-        summary["error"] = f"{type(failure).__name__}: {failure}"
-    await record.end(status, summary)
+    if sink.fatal is not None:  # the last flush found the disk full
+        ended = ended or await ending.write(sink.fatal, store_trouble=True)
+    elif interrupts.forced:  # the refused write that ended the run is the stop asked for
+        ended = await ending.write(None, store_trouble=True)
+    else:
+        ended = await ending.write(failure, store_trouble=False)
+    status, summary, unrecorded = ended
     if as_json:
         typer.echo(orjson.dumps(json_summary(run_id, status, summary)).decode())
     else:
         print_summary(run_id, status, options, summary, settings.dsn or "")
-    if failure is not None:
+    if sink.fatal is not None:
+        sink.fatal.add(_disk_full_end(unrecorded))
+        raise sink.fatal
+    if unrecorded is not None:
+        console.print(unrecorded, highlight=False, soft_wrap=True)
+    if interrupts.forced:
+        interrupts.report_forced()
+    if failure is not None and not interrupts.forced:
         raise failure
     return 130 if runner.interrupted else 0
 
 
-@dataclass(frozen=True, slots=True)
-class _RunRecord:
-    """The run's row in the store: written when it starts and again when it ends."""
+@dataclass(slots=True)
+class _Ending:
+    """What a replay's end needs: its summary and the run's last row."""
 
-    store: Store
-    run_id: str
-    started: datetime
-    source: str
+    sim: SimulatedCluster
+    runner: EmbeddedRunner
+    output: StoreOutput
     options: ReplayOptions
+    refused: list[Refusal]
+    baseline: SimulatedCluster | None
+    tally: StormTally
+    record: RunRecord
+    wall0: float = field(default_factory=time.monotonic)
 
-    async def start(self) -> None:
-        """A re-run replaces the run, so rows of two analyses never mix."""
-        for table in RUN_TABLES:
-            if table != "dead_letter":
-                await asyncio.to_thread(
-                    self.store.command,
-                    f"DELETE FROM {table} WHERE run_id = {{run_id:String}}",
-                    {"run_id": self.run_id},
-                )
-        await self._write("running", {})
-
-    async def end(self, status: str, summary: dict[str, object]) -> None:
-        await self._write(status, summary)
-        for table in RUN_TABLES:  # merge re-runs' duplicate keys now, not some time later
-            await asyncio.to_thread(self.store.command, f"OPTIMIZE TABLE {table} FINAL")
-        await asyncio.to_thread(self.store.close)
-
-    async def _write(self, status: str, summary: dict[str, object]) -> None:
-        row = _run_row(
-            self.run_id,
-            status=status,
-            started=self.started,
-            source=self.source,
-            options=self.options,
-            summary=summary,
+    async def write(
+        self, failure: BaseException | None, *, store_trouble: bool
+    ) -> tuple[str, dict[str, object], str | None]:
+        """The status and summary, written as the run's end; the third item is the line
+        saying the end could not be written (see RunRecord.end)."""
+        sim, runner = self.sim, self.runner
+        summary = summary_of(
+            sim, runner, self.output, self.options, elapsed_s=time.monotonic() - self.wall0
         )
-        await asyncio.to_thread(self.store.insert, "runs", [row])
+        summary["refused_rows"] = len(self.refused)
+        summary.update(action_summary(sim, self.baseline, self.output, runner.pipeline.acting))
+        storms = sim.injector.storms if sim.injector is not None else []
+        summary.update(self.tally.counts(storms).as_summary())
+        status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
+        if failure is not None:
+            summary["error"] = f"{type(failure).__name__}: {failure}"
+        unrecorded = await self.record.end(status, summary, store_trouble=store_trouble)
+        return status, summary, unrecorded
+
+
+def _disk_full_end(unrecorded: str | None) -> str:
+    """The end of the one line a full disk stops a replay with: what the run says, and that
+    running it again is safe (a re-run replaces the run; rows written twice collapse to one
+    per key)."""
+    marked = unrecorded or "the run is marked failed"
+    return f"{marked}; free space and run the same replay again: it adds no duplicate rows"
 
 
 def _pace(start: datetime, speed: float) -> Callable[[datetime], float] | None:

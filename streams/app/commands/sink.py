@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from aiokafka import AIOKafkaConsumer
 
+from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.rows import Row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
@@ -110,8 +111,16 @@ async def _run(
         try:
             summary = await asyncio.to_thread(stored_summary, history, run_id)
             summary["stored_by_this_sink"] = counts
-            end = _run_row(run_id, bus, group, status="finished", started=started, summary=summary)
+            status = "finished"
+            if rows.fatal is not None:  # the disk is full: its line says what was kept
+                status, summary["error"] = "failed", str(rows.fatal)
+            end = _run_row(run_id, bus, group, status=status, started=started, summary=summary)
             await asyncio.to_thread(history.insert, "runs", [end])
+        except StoreError:
+            if rows.fatal is None:
+                raise
         finally:
             await asyncio.to_thread(history.close)
+    if rows.fatal is not None:
+        raise rows.fatal
     return counts

@@ -45,10 +45,11 @@ def whatif(
     with user_errors():
         if policy not in POLICIES:
             raise QueryError(f"unknown policy {policy!r}; known: {', '.join(sorted(POLICIES))}")
+        start, end = _window_bounds(_utc(since), _utc(until))
         st = open_history_to_read(store_settings(store))
         try:
             run_id = read_run(st, run)
-            window = Window(run_id, _utc(since) or TIME_MIN, _utc(until) or TIME_MAX)
+            window = Window(run_id, start, end)
             recorded = read_recorded(st, window)
         finally:
             st.close()
@@ -67,6 +68,22 @@ def _utc(t: datetime | None) -> datetime | None:
     if t is None:
         return None
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def _window_bounds(since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    """The window, refused with one line when it cannot be asked of the store: its event times
+    are DateTime64 columns holding TIME_MIN..TIME_MAX, and a time outside them (year 1 or
+    9999) is not a narrower or wider window but a value the query cannot bind."""
+    for name, value in (("--since", since), ("--until", until)):
+        if value is not None and not TIME_MIN <= value <= TIME_MAX:
+            raise QueryError(
+                f"{name} {value.isoformat()} is outside the event times a store holds "
+                f"({TIME_MIN:%Y-%m-%d} to {TIME_MAX:%Y-%m-%d}); leave it out for the run's own"
+            )
+    start, end = since or TIME_MIN, until or TIME_MAX
+    if start > end:
+        raise QueryError(f"--since {start.isoformat()} is after --until {end.isoformat()}")
+    return start, end
 
 
 def _check(recorded: Recorded, window: Window) -> None:

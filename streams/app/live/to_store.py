@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from connectors.alerts import AlertDispatcher
+from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
@@ -107,11 +108,17 @@ async def watch_to_store(
     }
     if dispatcher is not None:
         summary["alerts"] = dispatcher.outcome()
+    failure = sink.fatal or failure  # a full disk, whether the run or the last flush found it
     if failure is not None:
         summary["error"] = f"{type(failure).__name__}: {failure}"
     status = "failed" if failure is not None else "finished"
-    await asyncio.to_thread(history.insert, "runs", [row(status, summary)])
-    await asyncio.to_thread(history.close)
+    try:
+        await asyncio.to_thread(history.insert, "runs", [row(status, summary)])
+    except StoreError:
+        if sink.fatal is None:
+            raise  # with the disk full, the line about the disk says what matters
+    finally:
+        await asyncio.to_thread(history.close)
     if failure is not None:
         raise failure
     typer.echo(
