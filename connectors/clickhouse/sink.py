@@ -152,6 +152,12 @@ class ClickHouseSink:
     def running(self) -> bool:
         return self._state == "running"
 
+    @property
+    def writable(self) -> bool:
+        """Running, with no table's writes being retried and the disk not full: a readiness
+        probe's answer for the store."""
+        return self.running and self._fatal is None and not self._outages.count
+
     async def wait_for_outage(self) -> None:
         """Return once some table's writes are being retried after a store-side failure."""
         await self._outages.any.wait()

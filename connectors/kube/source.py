@@ -157,6 +157,10 @@ class KubeSource:
         if pods is not None and self._pods is not None:
             await pods.restate(self._pods.regang(key[0], key[1], size))
 
+    def listed(self) -> bool:
+        """Every resource has been listed once: the view is whole (a readiness answer)."""
+        return all(r.synced.is_set() for r in self.reflectors.values())
+
     async def run(self, *, stop: asyncio.Event) -> None:
         """Run every reflector until ``stop`` is set. The API server being down, at start or
         later, is retried inside each reflector; this returns only on stop."""

@@ -31,3 +31,7 @@ StoreOption = Annotated[
         "GPUFRAG_STORE__DSN, else a chDB store under the user's data directory."
     ),
 ]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(min=1, max=65535, help="Serve /metrics, /livez and /readyz on this port."),
+]

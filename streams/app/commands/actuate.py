@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
+from prometheus_client import CollectorRegistry
 
 from connectors.kafka.dead_letters import DeadLetterProducer
 from connectors.kafka.producer import acked_producer
@@ -19,7 +20,8 @@ from models.refusal import Refusal
 from streams.app.actuate_feed import ActuateFeed, actuator_for
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, PrefixOption
+from streams.app.health import Health, serve_health_or_exit
+from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.stopping import stop_event, unless_stopped
 from streams.distributed import topics
 
@@ -34,6 +36,7 @@ def actuate(
         float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Log level (stderr).")] = "warning",
+    metrics_port: MetricsPortOption = None,
 ) -> None:
     """Carry out the workers' action requests from the actions topic and publish each outcome
     there, keyed by action id (where `gpufrag sink` stores it over the proposal).
@@ -47,9 +50,11 @@ def actuate(
     )
     settings = GpufragSettings()
     bus = Bus.resolve(bootstrap, prefix)
+    health = Health()
+    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=CollectorRegistry(), health=health)
     with user_errors():
         try:
-            feed = asyncio.run(_run(bus, settings, group, duration_s))
+            feed = asyncio.run(_run(bus, settings, group, duration_s, health))
         except KafkaError as exc:
             typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -57,13 +62,17 @@ def actuate(
 
 
 async def _run(
-    bus: Bus, settings: GpufragSettings, group: str, duration_s: float | None
+    bus: Bus, settings: GpufragSettings, group: str, duration_s: float | None, health: Health
 ) -> ActuateFeed:
     await bus.ensure_topics()
     dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
     outcomes = acked_producer(bus.bootstrap, client_id="gpufrag-actuator")
     await dead.start()
     await outcomes.start()
+    # ready once it can publish outcomes; a standby without the Lease is ready too: it is the
+    # Lease, not the probe, that keeps it from acting
+    health.require("bus connected", lambda: True)
+    beat = asyncio.create_task(health.heartbeat())
 
     async def keep(refusal: Refusal) -> None:
         await dead.send([refusal])
@@ -80,6 +89,7 @@ async def _run(
                 )
                 await _consume(bus, group, feed, elector, stop)
     finally:
+        beat.cancel()
         await outcomes.stop()
         await dead.stop()
     return feed

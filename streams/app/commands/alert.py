@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from connectors.alerts import AlertDispatcher, AlertSink, sinks_from
 from connectors.kafka.dead_letters import DeadLetterProducer
@@ -20,7 +20,8 @@ from models.settings import AlertSettings
 from streams.app.alert_feed import NO_SINK, AlertFeed
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
-from streams.app.options import BootstrapOption, PrefixOption
+from streams.app.health import Health, serve_health_or_exit
+from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.stopping import stop_event
 from streams.distributed import topics
 
@@ -31,9 +32,7 @@ def alert(
     group: Annotated[
         str, typer.Option(help="Consumer group (after the prefix); alerters in one group share.")
     ] = "gpufrag-alert",
-    metrics_port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="Serve Prometheus metrics on this port.")
-    ] = None,
+    metrics_port: MetricsPortOption = None,
     duration_s: Annotated[
         float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
     ] = None,
@@ -52,16 +51,12 @@ def alert(
         typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
         raise typer.Exit(EXIT_USAGE)
     registry = CollectorRegistry()
-    if metrics_port is not None:
-        try:
-            start_http_server(metrics_port, addr="0.0.0.0", registry=registry)
-        except OSError as exc:
-            typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
-            raise typer.Exit(EXIT_USAGE) from None
+    health = Health()
+    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
     bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         try:
-            feed = asyncio.run(_run(bus, settings, sinks, group, registry, duration_s))
+            feed = asyncio.run(_run(bus, settings, sinks, group, registry, health, duration_s))
         except KafkaError as exc:
             typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -79,6 +74,7 @@ async def _run(
     sinks: list[AlertSink],
     group: str,
     registry: CollectorRegistry,
+    health: Health,
     duration_s: float | None,
 ) -> AlertFeed:
     await bus.ensure_topics()
@@ -102,10 +98,13 @@ async def _run(
     await consumer.start()
     await dispatcher.start()
     feed = AlertFeed(consumer=consumer, dispatcher=dispatcher, dead_letter=keep)
+    health.require("partitions assigned", lambda: bool(consumer.assignment()))
+    beat = asyncio.create_task(health.heartbeat())
     try:
         with stop_event(duration_s) as stop:
             await feed.run(stop)
     finally:
+        beat.cancel()
         with contextlib.suppress(Exception):  # offsets not committed: read again next time
             await consumer.stop()
         # what a sink has not taken by now is dead-lettered, not taken away unrecorded

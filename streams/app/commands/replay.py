@@ -14,7 +14,7 @@ from typing import Annotated
 
 import orjson
 import typer
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
@@ -27,7 +27,8 @@ from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import SCHEMA_VERSION, GpufragSettings, StoreSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.errors import user_errors
+from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
 from streams.app.replay_actions import (
@@ -286,12 +287,8 @@ async def _replay(
     baseline: SimulatedCluster | None,
 ) -> int:
     console = Console(stderr=True)
-    if metrics_port is not None:  # before the run is recorded: a taken port is the user's
-        try:
-            start_http_server(metrics_port, addr="127.0.0.1", registry=registry)
-        except OSError as exc:
-            typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
-            raise typer.Exit(EXIT_USAGE) from None
+    health = Health()  # before the run is recorded: a taken port is the user's
+    serve_health_or_exit(metrics_port, addr="127.0.0.1", registry=registry, health=health)
     store: Store = await asyncio.to_thread(open_history, settings)
     await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
     record = RunRecord(store, run_id, datetime.now(UTC), source, options)
@@ -300,6 +297,8 @@ async def _replay(
         await asyncio.to_thread(store.insert, "dead_letter", [refusal_row(r) for r in refused])
     sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
     await sink.start()
+    health.require("store writable", lambda: sink.writable)
+    beat = asyncio.create_task(health.heartbeat())
     tally = StormTally(GpufragSettings().detectors.oom_storm)
     output = StoreOutput(
         sink,
@@ -343,6 +342,7 @@ async def _replay(
             # marked failed before the sink spools, which may take what room is left
             ended = await ending.write(sink.fatal, store_trouble=True)
     finally:
+        beat.cancel()
         await interrupts.finish()
     if sink.fatal is not None:  # the last flush found the disk full
         ended = ended or await ending.write(sink.fatal, store_trouble=True)

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from aiokafka import AIOKafkaConsumer
+from prometheus_client import CollectorRegistry
 
 from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.rows import Row
@@ -18,8 +19,9 @@ from connectors.clickhouse.store import open_store
 from models import StoreSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
+from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import open_history, store_settings
-from streams.app.options import BootstrapOption, PrefixOption, StoreOption
+from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption, StoreOption
 from streams.app.runs import run_row
 from streams.app.stopping import stop_event
 from streams.app.stored_summary import stored_summary
@@ -39,6 +41,7 @@ def sink(
     duration_s: Annotated[
         float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
     ] = None,
+    metrics_port: MetricsPortOption = None,
 ) -> None:
     """Store the distributed runner's history: input events, profile snapshots, cluster
     fragmentation and pending explanations per instant, signals, actions and dead letters. One
@@ -46,8 +49,12 @@ def sink(
     split the partitions."""
     bus = Bus.resolve(bootstrap, prefix)
     settings = store_settings(store)
+    registry, health = CollectorRegistry(), Health()
+    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
     with user_errors():
-        counts = asyncio.run(_run(bus, settings, group=group, run_id=run_id, duration_s=duration_s))
+        counts = asyncio.run(
+            _run(bus, settings, group=group, run_id=run_id, duration_s=duration_s, health=health)
+        )
     typer.echo(
         f"stored {counts['events']} events, {counts['node_profiles']} node and "
         f"{counts['task_profiles']} task profile snapshots, {counts['cluster_reports']} cluster "
@@ -81,7 +88,13 @@ def _run_row(
 
 
 async def _run(
-    bus: Bus, settings: StoreSettings, *, group: str, run_id: str, duration_s: float | None
+    bus: Bus,
+    settings: StoreSettings,
+    *,
+    group: str,
+    run_id: str,
+    duration_s: float | None,
+    health: Health,
 ) -> dict[str, int]:
     await bus.ensure_topics()
     history = await asyncio.to_thread(open_history, settings)
@@ -100,10 +113,14 @@ async def _run(
     )
     await consumer.start()
     out = topic_sink(bus.prefix, consumer=consumer, sink=rows, run_id=run_id)
+    health.require("store writable", lambda: rows.writable)
+    health.require("partitions assigned", lambda: bool(consumer.assignment()))
+    beat = asyncio.create_task(health.heartbeat())
     try:
         with stop_event(duration_s) as stop:
             await out.run(stop)
     finally:
+        beat.cancel()
         with contextlib.suppress(Exception):  # offsets not committed: read again next time
             await consumer.stop()
         await rows.stop()

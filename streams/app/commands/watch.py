@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from connectors.alerts import sinks_from
@@ -25,8 +25,9 @@ from models import GpufragSettings, StoreSettings
 from streams.app.alert_feed import NO_SINK
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import store_settings
-from streams.app.options import BootstrapOption, PrefixOption
+from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 
 if TYPE_CHECKING:
     from streams.app.live.sources import SourcePlan
@@ -90,10 +91,7 @@ def watch(
             "are emitted; with --bus kafka, run `gpufrag alert` instead.",
         ),
     ] = False,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(min=1, max=65535, help="Serve Prometheus metrics on this port."),
-    ] = None,
+    metrics_port: MetricsPortOption = None,
     metrics_addr: Annotated[
         str, typer.Option(help="Address the metrics server listens on.")
     ] = "0.0.0.0",
@@ -142,12 +140,8 @@ def watch(
         nvml_node=(node or settings.nvml.node or socket.gethostname()) if nvml else None,
     )
     registry = CollectorRegistry()
-    if metrics_port is not None:
-        try:
-            start_http_server(metrics_port, addr=metrics_addr, registry=registry)
-        except OSError as exc:
-            typer.echo(f"gpufrag: error: metrics port {metrics_port}: {exc.strerror}", err=True)
-            raise typer.Exit(EXIT_USAGE) from None
+    health = Health()
+    serve_health_or_exit(metrics_port, addr=metrics_addr, registry=registry, health=health)
     with user_errors():
         try:
             code = asyncio.run(
@@ -158,6 +152,7 @@ def watch(
                     kafka=Bus.resolve(bootstrap, prefix),
                     store=store_settings(store) if kind is BusKind.EMBEDDED else None,
                     registry=registry,
+                    health=health,
                     duration_s=duration_s,
                     alerts=alerts,
                 )
@@ -184,6 +179,7 @@ async def _watch(
     kafka: Bus,
     store: StoreSettings | None,
     registry: CollectorRegistry,
+    health: Health,
     duration_s: float | None,
     alerts: bool,
 ) -> int:
@@ -213,6 +209,7 @@ async def _watch(
                 duration_s=duration_s,
                 console=console,
                 alerts=settings.alerts if alerts else None,
+                health=health,
             )
         console.print(
             f"watching {names} onto {kafka.bootstrap} (prefix {kafka.prefix!r})",
@@ -227,4 +224,5 @@ async def _watch(
             metrics=metrics,
             stop=stop,
             duration_s=duration_s,
+            health=health,
         )

@@ -9,13 +9,14 @@ from typing import Annotated
 
 import faust
 import typer
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from connectors.trace.alibaba_csv import read_pods
 from models import GpufragSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, PrefixOption
+from streams.app.health import Health, serve_health_or_exit
+from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.metrics import WorkerCollector
@@ -38,10 +39,7 @@ def worker(
         Path | None, typer.Option(help="Worker data directory; default a fresh temporary one.")
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "warning",
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(min=1, max=65535, help="Serve the worker's Prometheus metrics on this port."),
-    ] = None,
+    metrics_port: MetricsPortOption = None,
 ) -> None:
     """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
     Start several with the same --app-id to split the partitions between them."""
@@ -65,8 +63,9 @@ def worker(
         max_source_lag_s=settings.kafka.max_source_lag_s,
     )
     app, stats = build_app(cfg)
-    if metrics_port is not None:
-        registry = CollectorRegistry()
-        registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
-        start_http_server(metrics_port, registry=registry)
+    registry = CollectorRegistry()
+    registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
+    health = Health()  # Faust runs the loop: /livez answers while the process serves
+    health.require("partitions assigned", lambda: bool(app.consumer.assignment()))
+    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()

@@ -27,6 +27,7 @@ from connectors.live_stage import Emit, LiveMetrics, LiveStage, Outlet
 from connectors.refusals import RefusalLog
 from models import EventKind, GpufragSettings
 from models.settings import WatchSettings
+from streams.app.health import Health
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ async def run_live(
     stop: asyncio.Event,
     metrics: LiveMetrics,
     duration_s: float | None,
+    health: Health | None = None,
 ) -> None:
     """The sources until ``stop`` (or for ``duration_s``, counted from here: opening a store
     takes a while), then the stages' last step, so that what a source emits while it shuts
@@ -175,6 +177,7 @@ async def run_live(
 
     for task in stage_tasks:
         task.add_done_callback(on_stage_end)
+    beat = asyncio.create_task(health.heartbeat()) if health is not None else None
     try:
         await asyncio.gather(
             *(supervise(name, src, stop=stop, metrics=metrics) for name, src in runs)
@@ -184,8 +187,20 @@ async def run_live(
             task.cancel()
         await asyncio.gather(*stage_tasks, return_exceptions=True)
         raise
+    finally:
+        if beat is not None:
+            beat.cancel()
     done.set()
     await asyncio.gather(*stage_tasks)
+
+
+def require_listed(health: Health | None, runs: list[tuple[str, Runnable]]) -> None:
+    """Not ready until each source with a view to list (kube) has listed it once; registered
+    before anything else is, so no probe reads "ready" in between."""
+    for name, src in runs:
+        listed = getattr(src, "listed", None)
+        if health is not None and callable(listed):
+            health.require(f"source {name} listed", listed)
 
 
 def live_stage(name: str, outlet: Outlet, metrics: LiveMetrics, ws: WatchSettings) -> LiveStage:

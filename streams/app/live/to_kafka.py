@@ -15,8 +15,9 @@ from connectors.live_stage import LiveMetrics, LiveStage
 from connectors.refusals import RefusalLog
 from models.settings import WatchSettings
 from streams.app.bus import Bus
+from streams.app.health import Health
 from streams.app.live.refused import RefusalPump
-from streams.app.live.sources import LiveSource, Runnable, live_stage, run_live
+from streams.app.live.sources import LiveSource, Runnable, live_stage, require_listed, run_live
 from streams.distributed import topics
 
 
@@ -29,6 +30,7 @@ async def watch_to_kafka(
     metrics: LiveMetrics,
     stop: asyncio.Event,
     duration_s: float | None,
+    health: Health | None = None,
 ) -> int:
     """One publisher and live stage per source. SIGINT/SIGTERM stop cleanly; a second one
     gives up on what is not sent yet."""
@@ -59,6 +61,9 @@ async def watch_to_kafka(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
     started: list[PublisherOutlet] = []
+    require_listed(health, runs)
+    if health is not None:
+        health.require("bus connected", lambda: len(started) == len(outlets))
     dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
     pump = RefusalPump()
     refusals.attach(pump)
@@ -70,7 +75,9 @@ async def watch_to_kafka(
                 await outlet.start()
                 started.append(outlet)
             async with pump.running(dead.send):
-                await run_live(runs, stages, stop=stop, metrics=metrics, duration_s=duration_s)
+                await run_live(
+                    runs, stages, stop=stop, metrics=metrics, duration_s=duration_s, health=health
+                )
         finally:
             for outlet in started:  # flushes; a second signal cancels this too
                 await outlet.stop()

@@ -18,7 +18,7 @@ from connectors.alerts import AlertDispatcher
 from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.rows import refusal_row
 from connectors.clickhouse.sink import ClickHouseSink
-from connectors.clickhouse.store import open_store
+from connectors.clickhouse.store import Store, open_store
 from connectors.live_stage import LiveMetrics
 from connectors.refusals import RefusalLog
 from models import GpufragSettings, StoreSettings
@@ -26,9 +26,10 @@ from models.refusal import Refusal
 from models.settings import AlertSettings
 from streams.app.actuate_feed import actuator_for
 from streams.app.alert_feed import alerts_beside
+from streams.app.health import Health
 from streams.app.history import open_history
 from streams.app.live.refused import RefusalPump
-from streams.app.live.sources import LiveSource, live_stage, run_live
+from streams.app.live.sources import LiveSource, live_stage, require_listed, run_live
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.pipeline import define_pipeline
@@ -48,6 +49,7 @@ async def watch_to_store(
     duration_s: float | None,
     console: Console,
     alerts: AlertSettings | None = None,
+    health: Health | None = None,
 ) -> int:
     """All sources through one live stage into the embedded pipeline (one stage: the merged
     stream must be in event-time order for the runner), stored as one run in the history."""
@@ -64,11 +66,16 @@ async def watch_to_store(
     stream = LiveStream()
     stage = live_stage("embedded", stream, metrics, settings.watch)
     runs = [(s.name, s.build(stage.emitter(s.name))) for s in sources]
+    require_listed(health, runs)
+    if health is not None:
+        health.require("store writable", lambda: sink.writable)
     runner = EmbeddedRunner(source=stream, output=output, pipeline=pipeline, registry=registry)
 
     async def live() -> None:
         try:
-            await run_live(runs, [stage], stop=stop, metrics=metrics, duration_s=duration_s)
+            await run_live(
+                runs, [stage], stop=stop, metrics=metrics, duration_s=duration_s, health=health
+            )
         finally:
             stream.end()
 
@@ -109,16 +116,7 @@ async def watch_to_store(
     if dispatcher is not None:
         summary["alerts"] = dispatcher.outcome()
     failure = sink.fatal or failure  # a full disk, whether the run or the last flush found it
-    if failure is not None:
-        summary["error"] = f"{type(failure).__name__}: {failure}"
-    status = "failed" if failure is not None else "finished"
-    try:
-        await asyncio.to_thread(history.insert, "runs", [row(status, summary)])
-    except StoreError:
-        if sink.fatal is None:
-            raise  # with the disk full, the line about the disk says what matters
-    finally:
-        await asyncio.to_thread(history.close)
+    status = await _record_end(history, row, summary, failure=failure, disk_full=sink.fatal)
     if failure is not None:
         raise failure
     typer.echo(
@@ -129,6 +127,28 @@ async def watch_to_store(
         + ")"
     )
     return 0
+
+
+async def _record_end(
+    history: Store,
+    row: Callable[[str, dict[str, object]], dict[str, object]],
+    summary: dict[str, object],
+    *,
+    failure: BaseException | None,
+    disk_full: BaseException | None,
+) -> str:
+    """Write the run's last row and close the history; its status."""
+    if failure is not None:
+        summary["error"] = f"{type(failure).__name__}: {failure}"
+    status = "failed" if failure is not None else "finished"
+    try:
+        await asyncio.to_thread(history.insert, "runs", [row(status, summary)])
+    except StoreError:
+        if disk_full is None:
+            raise  # with the disk full, the line about the disk says what matters
+    finally:
+        await asyncio.to_thread(history.close)
+    return status
 
 
 @dataclass(frozen=True, slots=True)
