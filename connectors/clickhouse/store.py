@@ -253,11 +253,15 @@ def open_store(settings: StoreSettings) -> Store:
 
 
 def _open_chdb(location: StoreLocation, database: str) -> Store:
-    path = ensure_store_dir(location)
-    key = (os.path.realpath(path), database)
+    assert location.path is not None
+    key = (os.path.realpath(location.path), database)
     with _registry_lock:
         shared = _chdb_clients.get(key)
         if shared is None:
+            # checked only when the engine is not running there yet: while it lays out a new
+            # store, the folder holds its first files but no metadata/ (another thread of this
+            # process opening the same store then must share it, not be refused)
+            path = ensure_store_dir(location)
             client = _connect_chdb(path)
             try:
                 _use_database(client, database, location)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,6 +53,16 @@ def _replay(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         check=False,
         env=env,
     )
+
+
+def _spooled_by(stderr: str, *, otherwise: int) -> int:
+    """How many rows a run's last line says it spooled; ``otherwise`` when it spooled none."""
+    line = stderr.strip().splitlines()[-1]
+    for pattern in (r"(\d+) unwritten rows spooled to ", r": (\d+) of \d+ unwritten rows kept"):
+        found = re.search(pattern, line)
+        if found:
+            return int(found.group(1))
+    return 0 if "none of" in line else otherwise
 
 
 @pytest.mark.parametrize(
@@ -97,8 +108,13 @@ def test_a_full_disk_stops_the_replay_and_a_rerun_completes_it(
     assert f"the disk holding the store {store} is full" in still_full.stderr.splitlines()[-1]
     with store_at(dsn) as st:
         assert st.query("SELECT status FROM runs FINAL").rows == [("failed",)]
-    files, bad = read_spool(spool)  # what the first run kept is still kept, wherever
-    assert not bad and sum(len(f.rows) for f in files) >= kept
+    # Whether the re-run starts depends on what the engine's merges freed meanwhile (3.4 MiB
+    # free against 2 kept was seen): refused at start, it leaves the spool as it was; started,
+    # it writes the spooled rows and its own until the disk fills again, so some are stored and
+    # the spool holds what its line says (older files stay when a full disk cut it short).
+    files, bad = read_spool(spool)
+    assert not bad
+    assert sum(len(f.rows) for f in files) >= _spooled_by(still_full.stderr, otherwise=kept)
 
     small_disk.grow("64m")
     again = _replay(env)
