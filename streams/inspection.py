@@ -15,7 +15,7 @@ from datetime import datetime
 from models import AnalysisSettings, GpuSample, GpuState, Node, Pod, TaskProfile
 from models.analysis import NearMiss
 from models.cards import SharingMode
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.fragmentation.pending import explain_task
 from streams.profiles.join import (
     CardKey,

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from models import AnalysisSettings, DetectorSettings, Envelope, GpufragSettings, Signal
 from models.settings import GuardrailSettings, PlannerSettings
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import OrderKey
 from streams.planners.acting import Acting

@@ -13,8 +13,20 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from models import DetectorSettings, Signal
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView, TaskChange
+from models.analysis import Explanation
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView, TaskChange
+
+
+class Explainer(Protocol):
+    """What the cluster operator reads from the detector that explains pending pods."""
+
+    @property
+    def explanations(self) -> Mapping[str, Explanation]: ...
+    @property
+    def disagreements(self) -> Mapping[str, int]: ...
+    @property
+    def evaluations(self) -> int: ...
 
 
 class Switched(Protocol):
@@ -67,6 +79,11 @@ class Detector(Generic[S]):
         return []
 
     def next_due(self) -> datetime | None:
+        return None
+
+    def explainer(self) -> Explainer | None:
+        """The detector that explains why pending pods wait returns itself: the hosts keep
+        its explanations beside the signals (one such detector at most)."""
         return None
 
     def flush(self) -> list[Signal]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from models import GpuState, NodeProfile, Scope, Severity, Signal, SignalKind
 from models.settings import GpuHealthSettings
 from models.xid import classify_xid
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView
 
 KIND = SignalKind.GPU_UNHEALTHY
 

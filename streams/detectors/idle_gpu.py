@@ -20,9 +20,9 @@ from __future__ import annotations
 from models import GpuState, Scope, Severity, Signal, SignalKind
 from models.cards import SharingMode, card_slices
 from models.settings import IdleGpuSettings
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView
 
 KIND = SignalKind.IDLE_GPU
 MIG_MEMORY_SHARE = {

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 from models import Scope, Severity, Signal, SignalKind
 from models.settings import NearMemoryLimitSettings
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView, TaskChange
 
 KIND = SignalKind.NEAR_MEMORY_LIMIT
 

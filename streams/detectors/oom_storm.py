@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 
 from models import Scope, Severity, Signal, SignalKind
 from models.settings import OomStormSettings
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.view import ClusterView, TaskChange
 from streams.windows import Keyed, WindowEvent, WindowOperator, WindowSpec
 
 KIND = SignalKind.OOM_STORM

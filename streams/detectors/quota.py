@@ -22,10 +22,10 @@ from datetime import datetime
 
 from models import Scope, Severity, Signal, SignalKind
 from models.settings import QuotaSettings
+from streams.cluster.book import SignalBook
+from streams.cluster.queues import EPSILON, Ledger, QueueView, queue_view
+from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.queues import EPSILON, Ledger, QueueView, queue_view
-from streams.detectors.view import ClusterView, TaskChange
 
 KINDS = (
     SignalKind.QUOTA_BORROWABLE,

@@ -23,16 +23,19 @@ from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
 from models.analysis import BlockReason, Explanation
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
+from streams.cluster.book import SignalBook
+from streams.cluster.queues import QueueView, queue_view
+from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
-from streams.detectors.queues import QueueView, queue_view
-from streams.detectors.view import ClusterView, TaskChange
 from streams.fragmentation.pending import check_gang, explain_task
 from streams.fragmentation.verdicts import check_verdict
 
 
 class UnplaceablePending(Detector[UnplaceablePendingSettings]):
     name = "unplaceable_pending"
+
+    def explainer(self) -> UnplaceablePending:
+        return self
 
     def __init__(
         self, view: ClusterView, book: SignalBook, settings: UnplaceablePendingSettings

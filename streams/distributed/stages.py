@@ -34,7 +34,7 @@ from models import (
 )
 from models.analysis import InstantReport
 from models.progress import SourceProgress
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.distributed.codec import (
     DecodeError,
     decode,

@@ -27,7 +27,7 @@ from models.actuation import (
     UntaintNode,
 )
 from models.settings import GuardrailSettings, PlannerSettings
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.guardrails.gate import Candidate, Gate
 from streams.planners.aggressor import EvictAggressor
 from streams.planners.candidates import HeldCache

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from models import ActionKind, Signal, SignalKind
 from models.settings import GuardrailSettings
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.planners.candidates import evictable
 from streams.planners.plan import Plan
 

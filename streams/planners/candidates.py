@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from models import TaskProfile
 from models.settings import GuardrailSettings
-from streams.detectors.queues import QueueView, queue_view, task_amounts
-from streams.detectors.view import ClusterView
+from streams.cluster.queues import QueueView, queue_view, task_amounts
+from streams.cluster.view import ClusterView
 from streams.planners.whatif import HOLDING, cards_of
 
 __all__ = ["Held", "HeldCache", "evictable", "held_on", "quotas_of"]

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, TaskProfile
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, evictable, held_on, quotas_of

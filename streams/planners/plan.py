@@ -12,7 +12,7 @@ from typing import Literal, Protocol
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, TaskProfile
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 
 __all__ = ["NodeOp", "Plan", "Planner"]
 

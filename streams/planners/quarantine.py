@@ -9,7 +9,7 @@ there are listed, not evicted: whether they can finish is their owner's call.
 from __future__ import annotations
 
 from models import ActionKind, Scope, Signal, SignalKind
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.planners.plan import Plan
 
 __all__ = ["Quarantine", "quarantined_node"]

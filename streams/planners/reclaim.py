@@ -13,8 +13,8 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, SignalKind, TaskProfile
-from streams.detectors.queues import QueueView
-from streams.detectors.view import ClusterView
+from streams.cluster.queues import QueueView
+from streams.cluster.view import ClusterView
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, evictable, held_on, quotas_of
 from streams.planners.plan import Plan

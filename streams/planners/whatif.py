@@ -16,7 +16,7 @@ import numpy as np
 
 from models import PodPhase, ResourceRequest, TaskProfile
 from models.cards import SharingMode
-from streams.detectors.view import ClusterView
+from streams.cluster.view import ClusterView
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import (
     RULE_FIXED,

@@ -11,7 +11,7 @@ from connectors.clickhouse.rows import explanation_row
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
 from streams.app.runs import FINISHED, run_row
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at
 from tests.streams.profiles_helpers import at, node, only_detector, task

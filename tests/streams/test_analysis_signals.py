@@ -9,7 +9,7 @@ import pytest
 from models import DetectorSettings, GangRef, PodPhase, Signal, fingerprint_of
 from models.settings import FragmentationSettings, UnplaceablePendingSettings
 from models.signals import Scope, SignalKind
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.measure import FragMeasure, NodeState
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from models import EventKind, GpufragSettings, NodeEvent, PodEvent
 from models.progress import SourceProgress
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.distributed.ordering import Reorder, Watermarks
 from streams.instants import Instants, OrderKey
 from streams.pipeline import define_pipeline

@@ -20,7 +20,7 @@ from models.cards import SharingMode
 from models.settings import (
     NearMemoryLimitSettings,
 )
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
 from tests.streams.profiles_helpers import T0, at, only_detector

@@ -16,7 +16,7 @@ from models import (
     TaskProfile,
 )
 from models.cards import SharingMode
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
 from tests.streams.profiles_helpers import T0, at, only_detector

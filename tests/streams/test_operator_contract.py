@@ -17,7 +17,7 @@ from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import DetectorSettings, Envelope, GpufragSettings, Signal
 from models.settings import StrandedGpusSettings, UnplaceablePendingSettings
 from streams.app.workload import pod_shape
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges

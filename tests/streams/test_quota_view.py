@@ -23,7 +23,7 @@ from connectors.kube.queues import (
 from models import DetectorSettings, Envelope, Signal
 from models.analysis import BlockReason
 from models.settings import UnplaceablePendingSettings
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.instants import Instants
 from streams.operator import StateChanges
 from streams.profiles.operators import ProfileJoin, ordered_deltas

@@ -24,7 +24,7 @@ from models import (
 from models.analysis import BlockReason, Explanation
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
-from streams.detectors.cluster import ClusterAnalysis
+from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.verdicts import check_verdict
 from streams.profiles.join import Binding, NodeProfileUpdate, TaskProfileUpdate, task_step
 from streams.profiles.operators import TaskJoin

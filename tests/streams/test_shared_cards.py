@@ -11,7 +11,7 @@ import pytest
 from models import Node, PodPhase, ResourceRequest, TaskProfile
 from models.analysis import BlockReason
 from models.cards import SharingMode
-from streams.detectors.view import shape_of
+from streams.cluster.view import shape_of
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.pending import check_gang, explain_request

@@ -18,7 +18,7 @@ from models import (
     TaskProfile,
 )
 from models.cards import MIG_SLICES_DEFAULT, mig_profile_slices
-from streams.detectors.queues import QueueTally
+from streams.cluster.queues import QueueTally
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, ShapeCounter, TypicalPods

@@ -27,11 +27,10 @@ from models import (
     to_json,
 )
 from models.analysis import ClusterFragmentation, Explanation, InstantReport
+from streams.cluster.book import SignalBook
+from streams.cluster.view import ClusterView
 from streams.detectors.base import Detector
-from streams.detectors.book import SignalBook
 from streams.detectors.registry import DETECTORS
-from streams.detectors.unplaceable import UnplaceablePending
-from streams.detectors.view import ClusterView
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.shapes import TypicalPods
 from streams.operator import StateChanges
@@ -66,7 +65,7 @@ class ClusterAnalysis:
         built = (kind.build(self.view, self.book, settings) for kind in kinds)
         self.detectors: list[Detector[Any]] = [d for d in built if d is not None]
         self._unplaceable = next(
-            (d for d in self.detectors if isinstance(d, UnplaceablePending)), None
+            (e for d in self.detectors if (e := d.explainer()) is not None), None
         )
         self._evaluated = False
         self._snapshot_clock = b""
@@ -86,7 +85,7 @@ class ClusterAnalysis:
         return self.book.open
 
     @property
-    def explanations(self) -> dict[str, Explanation]:
+    def explanations(self) -> Mapping[str, Explanation]:
         return {} if self._unplaceable is None else self._unplaceable.explanations
 
     @property
