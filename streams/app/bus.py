@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connectors.kafka.admin import TopicRequest, ensure_topics
-from models import GpufragSettings
+from streams.app.settings_load import load_settings
 from streams.distributed import topics
 
 
@@ -18,7 +18,7 @@ class Bus:
     @classmethod
     def resolve(cls, bootstrap: str | None, prefix: str | None) -> Bus:
         """Command-line options win over GPUFRAG_KAFKA__* settings."""
-        k = GpufragSettings().kafka
+        k = load_settings().kafka
         return cls(
             bootstrap=bootstrap or k.bootstrap,
             prefix=k.topic_prefix if prefix is None else prefix,

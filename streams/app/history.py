@@ -11,12 +11,13 @@ from connectors.clickhouse.migrate import apply_migrations, default_sql_dir
 from connectors.clickhouse.store import Store, open_store
 from models import GpufragSettings, StoreSettings
 from streams.app.runs import abandon_orphaned_runs
+from streams.app.settings_load import load_settings
 
 
 def store_settings(dsn: str | None, *, loaded: GpufragSettings | None = None) -> StoreSettings:
     """``--store`` wins over GPUFRAG_STORE__DSN, which wins over the default chDB path.
     ``loaded``: the settings a command already read, so they are read once."""
-    base = (loaded or GpufragSettings()).store
+    base = (loaded or load_settings()).store
     return base.model_copy(update={"dsn": dsn or base.dsn or default_store_dsn()})
 
 

@@ -23,12 +23,11 @@ class ActionsChoice(StrEnum):
     ENFORCE = "enforce"
 
 
-def settings_for(actions: ActionsChoice) -> GpufragSettings:
+def settings_for(actions: ActionsChoice, base: GpufragSettings) -> GpufragSettings:
     """The replay's settings: the environment's, with the guardrails' mode from the flag.
     With actions on, pending pods are evaluated at every change rather than every 30 s of
     event time: under the FGD protocol a pod the scheduler fails is dropped half a second
     later, and only an evaluated pod gets a signal a planner can act on."""
-    base = GpufragSettings()
     if actions is ActionsChoice.OFF:
         return base.model_copy(
             update={"guardrails": base.guardrails.model_copy(update={"mode": "off"})}

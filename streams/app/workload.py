@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 
 from connectors.refusals import RefusalLog
 from connectors.trace.alibaba_csv import TraceNode, TracePod, read_nodes, read_pods
-from models import GpufragSettings
 from models.refusal import Refusal
 from streams.app.errors import EXIT_USAGE
+from streams.app.settings_load import load_settings
 from streams.fragmentation.shapes import PodShape
 from streams.placement.spec import NodeSpec, PodSpec
 
@@ -57,11 +57,11 @@ def pod_spec(pod: TracePod) -> PodSpec:
 
 
 def load_nodes(path: Path) -> list[NodeSpec]:
-    return [node_spec(n) for n in read_nodes(path, settings=GpufragSettings().trace)]
+    return [node_spec(n) for n in read_nodes(path, settings=load_settings().trace)]
 
 
 def load_pods(path: Path) -> list[TracePod]:
-    return read_pods(path, settings=GpufragSettings().trace)
+    return read_pods(path, settings=load_settings().trace)
 
 
 def specs(pods: Sequence[TracePod]) -> list[PodSpec]:
@@ -96,7 +96,7 @@ def read_trace(
     refusals = RefusalLog(
         registry=registry or CollectorRegistry(), sink=refused.append, log_every_s=None
     )
-    settings = GpufragSettings().trace
+    settings = load_settings().trace
     node_rows = read_nodes(nodes, refusals=refusals, settings=settings)
     in_nodes = len(refused)
     pod_rows = read_pods(pods, refusals=refusals, settings=settings)

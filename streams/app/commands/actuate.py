@@ -22,6 +22,7 @@ from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.settings_load import load_settings
 from streams.app.stopping import stop_event, unless_stopped
 from streams.distributed import topics
 
@@ -48,7 +49,7 @@ def actuate(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = GpufragSettings()
+    settings = load_settings()
     bus = Bus.resolve(bootstrap, prefix)
     health = Health()
     serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=CollectorRegistry(), health=health)

@@ -14,7 +14,6 @@ from prometheus_client import CollectorRegistry
 
 from connectors.alerts import AlertDispatcher, AlertSink, sinks_from
 from connectors.kafka.dead_letters import DeadLetterProducer
-from models import GpufragSettings
 from models.refusal import Refusal
 from models.settings import AlertSettings
 from streams.app.alert_feed import NO_SINK, AlertFeed
@@ -22,6 +21,7 @@ from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.settings_load import load_settings
 from streams.app.stopping import stop_event
 from streams.distributed import topics
 
@@ -45,7 +45,7 @@ def alert(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = GpufragSettings().alerts
+    settings = load_settings().alerts
     sinks = sinks_from(settings)
     if not sinks:
         typer.echo(f"gpufrag: error: {NO_SINK}", err=True)

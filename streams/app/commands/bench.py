@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from models import GpufragSettings, GpuState, NodeProfile
+from models import GpuState, NodeProfile
 from streams.app.errors import user_errors
 from streams.app.options import JsonOption
+from streams.app.settings_load import load_settings
 from streams.app.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
@@ -44,7 +45,7 @@ def _profile(spec: NodeSpec, name: str, cpu_used: int, gpu_used: list[int]) -> N
 def _per_change_us(
     nodes: list[NodeSpec], copies: int, changes: int, seed: int, typical: TypicalPods
 ) -> float:
-    analysis = define_pipeline(GpufragSettings(), typical=typical).cluster()
+    analysis = define_pipeline(load_settings(), typical=typical).cluster()
     names = [(spec, f"{spec.name}-{c}") for c in range(copies) for spec in nodes]
     for spec, name in names:
         analysis.apply(NodeProfileUpdate(name, _profile(spec, name, 0, [0] * spec.gpu_count), AT))

@@ -16,8 +16,9 @@ from typing import Annotated
 import typer
 
 from connectors.dcgm import parse_exposition
-from models import GpufragSettings, to_json
+from models import to_json
 from streams.app.bounded_read import read_bounded
+from streams.app.settings_load import load_settings
 
 SHOWN_MAX = 100
 """Refused lines listed one by one; past this, a count. A binary file of 16 MiB would otherwise
@@ -49,7 +50,7 @@ def dcgm_parse(
     instance); refused lines go to stderr with their line numbers and reasons. Exits 0 when
     every line was used, 1 when some were refused (the rest still printed) or nothing made a
     sample, 2 when the file cannot be read or is over GPUFRAG_DCGM__MAX_PAGE_BYTES (4 MiB)."""
-    settings = GpufragSettings().dcgm
+    settings = load_settings().dcgm
     data = read_capped(file, settings.max_page_bytes)
     result = parse_exposition(
         data,

@@ -17,9 +17,9 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.published import PublishedCurve, PublishedResultsError, read_published
-from models import GpufragSettings
 from streams.app.errors import user_errors
 from streams.app.options import JsonOption, NodesOption, PodsOption
+from streams.app.settings_load import load_settings
 from streams.app.workload import check_ratio, node_spec, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import (
@@ -165,7 +165,7 @@ def experiment(
                 policy=policy,
                 seeds=set(seed_list),
                 ratio=ratio,
-                settings=GpufragSettings().trace,
+                settings=load_settings().trace,
             )
             if len(theirs.levels) != len(LEVELS):
                 raise PublishedResultsError(

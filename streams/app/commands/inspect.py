@@ -21,6 +21,7 @@ from models import GpufragSettings, GpuSample
 from streams.app.bounded_read import fail, read_bounded
 from streams.app.commands.dcgm_parse import read_capped
 from streams.app.errors import user_errors
+from streams.app.settings_load import load_settings
 from streams.app.terminal import for_terminal
 from streams.inspection import Inspection, inspect_cluster
 
@@ -127,7 +128,7 @@ def inspect(
     """Analyse one snapshot of a cluster: each node's cards in their sharing mode (exclusive,
     time-sliced replicas, MIG instances, HAMi vGPUs), the FGD fragmentation against the
     snapshot's own pods, and why each pending pod cannot run."""
-    settings = GpufragSettings()
+    settings = load_settings()
     now = datetime.now(UTC)
     data, source = _kube_bytes(kube_json, settings)
     try:

@@ -12,7 +12,8 @@ import typer
 from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NoGpu, NvmlSampler
 from connectors.refusals import RefusalLog
-from models import Envelope, GpufragSettings, to_json
+from models import Envelope, to_json
+from streams.app.settings_load import load_settings
 
 
 def nvml_sample(
@@ -43,7 +44,7 @@ def nvml_sample(
         on_no_gpu=mode,
         emit=emit,
         refusals=RefusalLog(),  # a refused card is a warning on stderr; nothing else to keep
-        pod_resources=kubelet_assignments(GpufragSettings().nvml),
+        pod_resources=kubelet_assignments(load_settings().nvml),
     )
 
     async def main() -> None:

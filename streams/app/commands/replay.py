@@ -41,6 +41,7 @@ from streams.app.replay_actions import (
 from streams.app.replay_record import RunRecord
 from streams.app.replay_summary import json_summary, print_summary, summary_of
 from streams.app.runs import StoreInterrupts
+from streams.app.settings_load import load_settings
 from streams.app.store_output import StoreOutput
 from streams.app.workload import check_ratio, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
@@ -65,13 +66,17 @@ longer than the bundled trace's 149."""
 
 
 def run_id_of(
-    nodes: Path, pods: Path, options: ReplayOptions, *, actions: ActionsChoice = ActionsChoice.OFF
+    nodes: Path,
+    pods: Path,
+    options: ReplayOptions,
+    *,
+    settings: GpufragSettings,
+    actions: ActionsChoice = ActionsChoice.OFF,
 ) -> str:
     """The same trace, options, analysis settings and schema give the same run id, so a
     repeated replay overwrites itself; change any of them and it is a different run."""
     h = hashlib.sha256()
     h.update(f"schema {SCHEMA_VERSION}".encode())
-    settings = GpufragSettings()
     if actions is not ActionsChoice.OFF:  # only when on, so runs without keep their ids
         h.update(f"actions {actions.value}".encode())
         h.update(settings.planners.model_dump_json().encode())
@@ -199,17 +204,18 @@ def replay(
             inject_oom_storms=inject_oom_storms,
             enforce_actions=actions is ActionsChoice.ENFORCE,
         )
-        trace_settings = GpufragSettings().trace
+        loaded = load_settings()
+        trace_settings = loaded.trace
         sim = SimulatedCluster(
             trace.nodes,
             trace_pods,
             options=options,
             trace=trace_settings,
-            oom_storm=GpufragSettings().detectors.oom_storm,
+            oom_storm=loaded.detectors.oom_storm,
         )
         _check_runnable(sim, trace_pods, options, trace_settings)
-        settings = store_settings(store)
-        run_id = run_id_of(nodes_path, pods_path, options, actions=actions)
+        settings = store_settings(store, loaded=loaded)
+        run_id = run_id_of(nodes_path, pods_path, options, settings=loaded, actions=actions)
         baseline = None
         if actions is not ActionsChoice.OFF:
             baseline = SimulatedCluster(
@@ -217,10 +223,10 @@ def replay(
                 trace_pods,
                 options=replace(options, enforce_actions=False),
                 trace=trace_settings,
-                oom_storm=GpufragSettings().detectors.oom_storm,
+                oom_storm=loaded.detectors.oom_storm,
             )
         typical = TypicalPods.from_shapes(
-            (pod_shape(p) for p in trace_pods), coverage=GpufragSettings().analysis.coverage
+            (pod_shape(p) for p in trace_pods), coverage=loaded.analysis.coverage
         )
         code = asyncio.run(
             _replay(
@@ -237,6 +243,7 @@ def replay(
                 refused=trace.refused,
                 actions=actions,
                 baseline=baseline,
+                loaded=loaded,
             )
         )
     raise typer.Exit(code)
@@ -285,6 +292,7 @@ async def _replay(
     refused: list[Refusal],
     actions: ActionsChoice,
     baseline: SimulatedCluster | None,
+    loaded: GpufragSettings,
 ) -> int:
     console = Console(stderr=True)
     health = Health()  # before the run is recorded: a taken port is the user's
@@ -299,7 +307,7 @@ async def _replay(
     await sink.start()
     health.require("store writable", lambda: sink.writable)
     beat = asyncio.create_task(health.heartbeat())
-    tally = StormTally(GpufragSettings().detectors.oom_storm)
+    tally = StormTally(loaded.detectors.oom_storm)
     output = StoreOutput(
         sink,
         run_id=run_id,
@@ -308,7 +316,7 @@ async def _replay(
     )
     # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
     # paper; a live cluster learns it from the pods it sees instead.
-    pipeline = define_pipeline(settings_for(actions), typical=typical).build()
+    pipeline = define_pipeline(settings_for(actions, loaded), typical=typical).build()
     progress = _progress_bar(console)
     loop = LoopProgress()
     runner = EmbeddedRunner(

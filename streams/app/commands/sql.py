@@ -19,7 +19,6 @@ from rich.text import Text
 from connectors.clickhouse.migrate import default_sql_dir
 from connectors.clickhouse.read_only import open_read_only
 from connectors.clickhouse.store import Store
-from models import GpufragSettings
 from streams.app.adhoc_sql import run_adhoc, schema, schema_lines
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
@@ -32,6 +31,7 @@ from streams.app.named_queries import (
     parse_param_options,
 )
 from streams.app.runs import RunChoice, choose_run
+from streams.app.settings_load import load_settings
 from streams.app.terminal import for_terminal
 
 RUN_OPTION = "--param run_id="
@@ -153,7 +153,7 @@ def _adhoc(query: str | None, given: dict[str, str], *, fmt: Format, dsn: str | 
     (when ``query`` is None: gpufrag's own query of the catalogue)."""
     if query is None and given:
         raise QueryError("--param goes with a named query or --query, not --schema")
-    settings = GpufragSettings()
+    settings = load_settings()
     st = open_history_to_read(store_settings(dsn, loaded=settings))
     try:
         if query is not None:

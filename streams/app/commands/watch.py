@@ -28,6 +28,7 @@ from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import store_settings
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.settings_load import load_settings
 
 if TYPE_CHECKING:
     from streams.app.live.sources import SourcePlan
@@ -112,7 +113,7 @@ def watch(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = GpufragSettings()
+    settings = load_settings()
     urls = tuple(dict.fromkeys((*settings.dcgm.endpoints, *(dcgm or ()))))
     discover = settings.dcgm.discover if dcgm_discover is None else dcgm_discover
     if not (kube or urls or discover or nvml):

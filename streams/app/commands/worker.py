@@ -12,11 +12,11 @@ import typer
 from prometheus_client import CollectorRegistry
 
 from connectors.trace.alibaba_csv import read_pods
-from models import GpufragSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.settings_load import load_settings
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.metrics import WorkerCollector
@@ -43,7 +43,7 @@ def worker(
 ) -> None:
     """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
     Start several with the same --app-id to split the partitions between them."""
-    settings = GpufragSettings()
+    settings = load_settings()
     bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         typical = None
