@@ -7,8 +7,9 @@ reaches the engine at all has already been trusted. So this session:
 - parses with ClickHouse's own parser and never executes the user's text: the text is a
   bound String parameter of ``parseQueryToJSON``, which refuses more than one statement
   and returns the syntax tree for the caller to judge;
-- runs only ``formatQueryFromJSON`` of a tree the caller accepted, so what runs is exactly
-  what was judged (no quoting or comment trick can differ between the check and the run);
+- runs only ``formatQueryFromJSON`` of a tree the caller accepted, so what runs is the
+  engine's own text of what was judged (no quoting or comment trick can differ between the
+  check and the run);
 - runs it on a client whose limits are set first and ``readonly = 1`` last: the engine then
   refuses every write and every later change of a setting, a query's own ``SETTINGS``
   included.
@@ -93,10 +94,27 @@ class ReadOnlySession:
         sql = "SELECT formatQueryFromJSON({tree:String})"
         return str(self._ours(sql, {"tree": json.dumps(tree)})[0][0])
 
-    def functions(self) -> list[tuple[str, str, str]]:
-        """(name, alias_to, categories) of every function the parser's engine knows."""
-        rows = self._ours("SELECT name, alias_to, categories FROM system.functions", {})
-        return [(str(n), str(a), str(c)) for n, a, c in rows]
+    def functions(self) -> list[tuple[str, str, str, bool, bool]]:
+        """(name, alias_to, categories, case_insensitive, is_aggregate) of every function the
+        parser's engine knows."""
+        rows = self._ours(
+            "SELECT name, alias_to, categories, case_insensitive, is_aggregate "
+            "FROM system.functions",
+            {},
+        )
+        return [(str(n), str(a), str(c), bool(ci), bool(ag)) for n, a, c, ci, ag in rows]
+
+    def combinators(self) -> list[str]:
+        """The aggregate function combinators' suffixes (``If``, ``Array``, ``State``...)."""
+        rows = self._ours("SELECT name FROM system.aggregate_function_combinators", {})
+        return [str(r[0]) for r in rows]
+
+    def database_engine(self) -> str:
+        """The engine of the store's database: ``Atomic`` for a store gpufrag made."""
+        rows = self._store.query(
+            "SELECT engine FROM system.databases WHERE name = currentDatabase()"
+        ).rows
+        return str(rows[0][0]) if rows else ""
 
     def tables(self) -> set[str]:
         """The tables and views of the store's database: the only ones a query may read."""

@@ -80,19 +80,25 @@ def spool_what_fits(
     name = f"spool-{time.time_ns():020d}-{os.getpid()}-{os.urandom(3).hex()}"
     final = directory / f"{name}.jsonl"
     tmp = directory / f".{name}.jsonl.tmp"
-    kept = 0
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         kept = _write_lines(fd, rows, room)
-        if kept == 0:
-            os.close(fd)
-            fd = -1
-            tmp.unlink(missing_ok=True)
-            return None, 0
-        os.fsync(fd)
+        if kept:
+            os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        fd = -1
+        tmp.unlink(missing_ok=True)  # a hidden half-file would take room and never be read
+        if exc.errno != errno.ENOSPC:
+            raise
+        # the disk filled at fsync (delayed allocation): what was written is not on disk
+        return None, 0
     finally:
         if fd >= 0:
             os.close(fd)
+    if not kept:
+        tmp.unlink(missing_ok=True)
+        return None, 0
     os.replace(tmp, final)
     _fsync_dir(directory)
     return final, kept

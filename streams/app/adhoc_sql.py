@@ -19,15 +19,14 @@ from connectors.clickhouse.read_only import ReadOnlySession, SqlParseError
 from connectors.clickhouse.store import QueryResult, Store
 from models.settings import SqlSettings
 from streams.app.named_queries import QueryError
+from streams.app.query_functions import FunctionCatalogue, FunctionRow
 from streams.app.query_tree import (
     Allowed,
-    denied_functions,
     judge,
     parameter_names,
     statement_word,
 )
 
-SYNTAX_ERROR = 62
 BAD_ARGUMENTS = 36
 """What ``parseQueryToJSON`` answers for a statement it can parse but has no JSON form for
 (INSERT ... VALUES with its data, DESCRIBE, SHOW): not a SELECT either way."""
@@ -74,16 +73,19 @@ def run_adhoc(
     if not text.strip():
         raise QueryError("--query is empty: give one SELECT (or WITH ... SELECT) statement")
     tree = _parsed(session, text)
+    _check_database(session)
+    catalogue = FunctionCatalogue.of(
+        [FunctionRow(*row) for row in session.functions()], session.combinators()
+    )
     judge(
         tree,
-        Allowed(
-            tables=session.tables(),
-            database=session.database,
-            denied=denied_functions(session.functions()),
-        ),
+        Allowed(tables=session.tables(), database=session.database, functions=catalogue),
     )
     params = bound_params(parameter_names(tree), given)
-    sql = session.unparse(tree)
+    try:
+        sql = session.unparse(tree)
+    except StoreError as exc:  # the tree has no text form (a literal past UInt64, say)
+        raise QueryError(f"--query cannot be run as parsed: {_engine_words(exc.message)}") from exc
     try:
         return session.query(sql, params)
     except StoreError as exc:
@@ -153,7 +155,7 @@ def _parsed(session: ReadOnlySession, text: str) -> dict[str, object]:
             raise QueryError(
                 "--query is empty: give one SELECT (or WITH ... SELECT) statement"
             ) from exc
-        if exc.code == SYNTAX_ERROR:
+        if exc.code != BAD_ARGUMENTS:
             raise QueryError(f"--query cannot be parsed: {_engine_words(exc.message)}") from exc
         kind = _NODE_KIND.search(exc.message)
         word = statement_word(kind.group(1)) if kind else None
@@ -167,6 +169,21 @@ def _parsed(session: ReadOnlySession, text: str) -> dict[str, object]:
             "--query refused: gpufrag sql runs one SELECT (or WITH ... SELECT), and ClickHouse "
             f"reads this as something else ({_engine_words(exc.message)})"
         ) from exc
+
+
+STORE_DATABASE_ENGINES = frozenset({"Atomic", "Replicated", "Ordinary"})
+"""Engines whose tables are the ones they list; chDB's ``default`` database is an Overlay that
+also reads files by name (``FROM `/etc/hostname```), so a store there is not queried."""
+
+
+def _check_database(session: ReadOnlySession) -> None:
+    engine = session.database_engine()
+    if engine not in STORE_DATABASE_ENGINES:
+        raise QueryError(
+            f"--query refused: the store's database {session.database} has the engine "
+            f"{engine or '(none)'}, whose table names can reach past the store (use a database "
+            "gpufrag made, as GPUFRAG_STORE__DATABASE=gpufrag, the default, does)"
+        )
 
 
 def _run_failure(message: str, limits: SqlSettings) -> str:
@@ -187,7 +204,7 @@ def _engine_words(message: str) -> str:
     """The engine's own sentence, without its code prefix and the echo of the whole query
     (which can be long, and is the user's own text anyway)."""
     text = message.split("DB::Exception: ", 1)[-1]
-    for cut in (": In scope SELECT parseQueryToJSON", ". (", " (version "):
+    for cut in (": In scope ", ". (", " (version "):
         at = text.find(cut)
         if at > 0:
             text = text[:at]

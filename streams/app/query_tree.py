@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.app.named_queries import QueryError
+from streams.app.query_functions import FunctionCatalogue
 
-__all__ = ["Allowed", "denied_functions", "judge", "parameter_names", "statement_word"]
+__all__ = ["Allowed", "judge", "parameter_names", "statement_word"]
 
 SELECT_NODES = frozenset(
     {
@@ -79,31 +80,6 @@ OUTPUT_CLAUSES: Mapping[str, str] = {
     "compression": "INTO OUTFILE ... COMPRESSION",
 }
 
-DENIED_CATEGORIES: Mapping[str, str] = {
-    "Dictionary": "reads a dictionary",
-    "Embedded Dictionary": "reads the engine's embedded dictionaries",
-    "Introspection": "reads the engine's own memory",
-    "AI": "calls a model service",
-    "Internal": "is internal to the engine",
-}
-DENIED_NAMES: Mapping[str, str] = {
-    "file": "reads a file",
-    "joinGet": "reads another table",
-    "joinGetOrNull": "reads another table",
-    "hasColumnInTable": "reads another table or server",
-    "showCertificate": "reads the server's certificate",
-    "filesystemAvailable": "reads the host's disks",
-    "filesystemCapacity": "reads the host's disks",
-    "filesystemUnreserved": "reads the host's disks",
-    "getServerSetting": "reads the server's configuration",
-    "getMergeTreeSetting": "reads the server's configuration",
-    "getMacro": "reads the server's configuration",
-    "sleep": "waits instead of reading",
-    "sleepEachRow": "waits instead of reading",
-}
-"""Functions that reach past the store's rows. Table functions (``file``, ``url``, ``s3``,
-``remote``, ``executable`` ...) are refused as a kind, not by name."""
-
 _IN_FAMILY = re.compile(r"^(global)?(not)?(null)?in(ignoreset)?$", re.IGNORECASE)
 """``x IN t`` reads table ``t``: the right side of these is judged as a table."""
 
@@ -114,23 +90,8 @@ class Allowed:
 
     tables: Set[str]
     database: str
-    denied: Mapping[str, str]
-    """Lower-case function name -> why it is refused (see :func:`denied_functions`)."""
-
-
-def denied_functions(known: list[tuple[str, str, str]]) -> dict[str, str]:
-    """Lower-case name -> reason, for every function (and alias of one) refused by name or
-    category, from the engine's own ``(name, alias_to, categories)`` list."""
-    denied = {name.lower(): why for name, why in DENIED_NAMES.items()}
-    for name, _alias, categories in known:
-        for category in categories.split(","):
-            why = DENIED_CATEGORIES.get(category.strip())
-            if why is not None:
-                denied[name.lower()] = why
-    for name, alias, _categories in known:
-        if alias and alias.lower() in denied:
-            denied[name.lower()] = denied[alias.lower()]
-    return denied
+    functions: FunctionCatalogue
+    """What each function name is: refused with a reason, known, or unknown."""
 
 
 def judge(tree: Mapping[str, Any], allowed: Allowed) -> None:
@@ -186,7 +147,7 @@ def _judge_node(node: Mapping[str, Any], allowed: Allowed, names: Set[str]) -> N
 
 
 def _judge_function(name: str, node: Mapping[str, Any], allowed: Allowed, names: Set[str]) -> None:
-    why = allowed.denied.get(name.lower())
+    why = allowed.functions.refusal(name)
     if why is not None:
         raise _refused(f"function {name}() {why}")
     if _IN_FAMILY.match(name):
@@ -197,6 +158,8 @@ def _judge_function(name: str, node: Mapping[str, Any], allowed: Allowed, names:
 
 def _judge_table(node: Mapping[str, Any], allowed: Allowed, names: Set[str]) -> None:
     parts = [str(p) for p in node.get("name_parts") or str(node.get("name", "")).split(".")]
+    if not any(parts):
+        raise _refused("a table cannot be a query parameter: name one of gpufrag's tables")
     if len(parts) == 1 and (parts[0] in allowed.tables or parts[0] in names):
         return
     if len(parts) == 2 and parts[0] == allowed.database and parts[1] in allowed.tables:
@@ -209,15 +172,14 @@ def _judge_table(node: Mapping[str, Any], allowed: Allowed, names: Set[str]) -> 
 
 
 def _defined_names(tree: Mapping[str, Any]) -> set[str]:
-    """Names the query defines itself (WITH names, aliases): ``FROM t`` and ``x IN t`` may
-    name them."""
-    names: set[str] = set()
-    for node in _nodes(tree):
-        if node.get("type") == "WithElement" and node.get("name"):
-            names.add(str(node["name"]))
-        if isinstance(node.get("alias"), str):
-            names.add(node["alias"])
-    return names
+    """The CTE names the query defines (``WITH t AS (SELECT ...)``): ``FROM t`` and ``x IN t``
+    may name them. Not aliases: ``FROM x AS x`` would otherwise pass any ``x`` (a file name,
+    in a database whose engine reads files by name)."""
+    return {
+        str(node["name"])
+        for node in _nodes(tree)
+        if node.get("type") == "WithElement" and node.get("name")
+    }
 
 
 def _nodes(tree: Any) -> Iterator[Mapping[str, Any]]:

@@ -22,8 +22,10 @@ _SEQUENCE = re.compile(
     r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
     r"|\x1b[ -/]*[0-~]?"  # any other escape (and a lone ESC)
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 but newline and tab, DEL, and C1 (whose 0x9b is a one-byte CSI on some terminals)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 but newline and tab, DEL, C1 (whose 0x9b is a one-byte CSI on some terminals), and the
+Unicode bidirectional controls, which reorder what a terminal shows (a reason could be made
+to read backwards)."""
 
 
 def for_terminal(text: str, *, limit: int = MESSAGE_MAX_CHARS) -> str:

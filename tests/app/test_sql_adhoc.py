@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from models.settings import StoreSettings
 from streams.app.adhoc_sql import TABLE_NOTES, bound_params
 from streams.app.history import open_history, store_settings
 from streams.app.named_queries import QueryError
@@ -182,3 +183,25 @@ def test_a_held_store_names_its_holder_and_how_to_read_meanwhile(dsn: str, tmp_p
     after = gpufrag(dsn, "sql", "--query", "SELECT count() FROM runs", "--format", "csv")
     assert after.returncode == 0, after.stderr
     assert after.stdout.splitlines() == ["count()", "0"]
+
+
+def test_a_store_in_a_database_that_reads_files_by_name_is_not_queried(tmp_path: Path) -> None:
+    """chDB's `default` database is an Overlay whose table names may be file names: a store
+    made there (GPUFRAG_STORE__DATABASE=default) is refused before any query runs."""
+    made = dsn_for(tmp_path / "st")
+    open_history(StoreSettings(dsn=made, database="default")).close()
+    hostname = Path("/etc/hostname")
+    out = subprocess.run(
+        [
+            *(sys.executable, "-m", "streams.app", "sql", "--query"),
+            f"SELECT * FROM `{hostname}`",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+        env={**os.environ, "GPUFRAG_STORE__DSN": made, "GPUFRAG_STORE__DATABASE": "default"},
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout == ""
+    assert "the store's database default has the engine Overlay" in out.stderr

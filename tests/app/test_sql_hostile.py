@@ -62,6 +62,10 @@ HOSTILE: list[tuple[str, str, str]] = [
         NOT_OURS,
     ),
     ("other-db", "SELECT * FROM INFORMATION_SCHEMA.TABLES", NOT_OURS),
+    # a table's own alias is no licence: in chDB's `default` database a name is a file
+    ("alias-as-table", "SELECT * FROM `{canary}` AS `{canary}`", NOT_OURS),
+    ("alias-in", "SELECT 1 AS `{canary}` FROM runs WHERE 1 IN `{canary}`", NOT_OURS),
+    ("param-table", "SELECT * FROM {{t:Identifier}}", "a table cannot be a query parameter"),
     ("scalar-system", "SELECT (SELECT max(bytes) FROM system.parts)", NOT_OURS),
     # table functions (every one is refused: see the test below)
     ("tf-file", "SELECT * FROM file('{canary}', 'LineAsString')", "table function file()"),
@@ -105,6 +109,12 @@ HOSTILE: list[tuple[str, str, str]] = [
     ("disks", "SELECT filesystemAvailable()", "reads the host's disks"),
     ("introspection", "SELECT addressToLine(toUInt64(1))", "reads the engine's own memory"),
     ("sleep", "SELECT sleepEachRow(1) FROM runs", "waits instead of reading"),
+    ("serial-id", "SELECT generateSerialID('x')", "writes a counter"),
+    ("host", "SELECT hostName()", "reads the server's host"),
+    ("unknown-function", "SELECT serverOnlyIo('x')", "is not a function of the bundled"),
+    # what the parser takes but cannot be run or printed back: one line, not a traceback
+    ("past-uint64", "SELECT 18446744073709551616", "cannot be run as parsed"),
+    ("ties-unordered", "SELECT run_id FROM runs LIMIT 5 WITH TIES", "cannot be parsed"),
     # writes and administration
     ("insert", "INSERT INTO runs (run_id) VALUES ('x')", "not INSERT"),
     ("insert-file", "INSERT INTO FUNCTION file('{out}', 'CSV', 'x UInt8') SELECT 1", "not INSERT"),
@@ -215,6 +225,9 @@ READS = [
     ),
     ("SELECT arrayMap(x -> x * 2, [1, 2]) AS a", {}, [([2, 4],)]),
     ("SELECT status, count() FROM runs GROUP BY status", {}, [("finished", 40)]),
+    # aggregate combinators and the parser's own names are known functions
+    ("SELECT countIf(status = 'finished'), uniqArrayIf([run_id], 1) FROM runs", {}, [(40, 40)]),
+    ("SELECT count() FROM runs WHERE EXISTS (SELECT 1)", {}, [(40,)]),
 ]
 
 

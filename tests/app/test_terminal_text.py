@@ -20,6 +20,7 @@ from streams.app.terminal import MESSAGE_MAX_CHARS, for_terminal
         ("a\x9b2Jb\x85c", "a2Jbc"),  # C1: the one-byte CSI and NEL go
         ("bell\x07 back\x08 cr\r nul\x00 del\x7f", "bell back cr nul del"),
         ("line one\n\tline two", "line one\n\tline two"),  # newline and tab kept
+        ("gpu \u202etset\u202c ok \u2066x\u2069", "gpu tset ok x"),  # bidi overrides, isolates
     ],
     ids=[
         "plain",
@@ -31,6 +32,7 @@ from streams.app.terminal import MESSAGE_MAX_CHARS, for_terminal
         "c1",
         "c0",
         "nl-tab",
+        "bidi",
     ],
 )
 def test_control_sequences_are_removed(raw: str, shown: str) -> None:

@@ -297,14 +297,9 @@ async def _replay(
     console = Console(stderr=True)
     health = Health()  # before the run is recorded: a taken port is the user's
     serve_health_or_exit(metrics_port, addr="127.0.0.1", registry=registry, health=health)
-    store: Store = await asyncio.to_thread(open_history, settings)
-    await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
-    record = RunRecord(store, run_id, datetime.now(UTC), source, options)
-    await record.start()
-    if refused:  # --skip-bad-rows: what was left out stays in the store, with why
-        await asyncio.to_thread(store.insert, "dead_letter", [refusal_row(r) for r in refused])
-    sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
-    await sink.start()
+    record, sink = await _open_run(
+        settings, run_id, source, options, refused=refused, registry=registry
+    )
     health.require("store writable", lambda: sink.writable)
     beat = asyncio.create_task(health.heartbeat())
     tally = StormTally(loaded.detectors.oom_storm)
@@ -373,6 +368,33 @@ async def _replay(
     if failure is not None and not interrupts.forced:
         raise failure
     return 130 if runner.interrupted else 0
+
+
+async def _open_run(
+    settings: StoreSettings,
+    run_id: str,
+    source: str,
+    options: ReplayOptions,
+    *,
+    refused: list[Refusal],
+    registry: CollectorRegistry,
+) -> tuple[RunRecord, ClickHouseSink]:
+    """The run recorded as running and its sink started; the store is closed again if either
+    fails (the record owns it from then on and closes it at the end)."""
+    store: Store = await asyncio.to_thread(open_history, settings)
+    try:
+        await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
+        record = RunRecord(store, run_id, datetime.now(UTC), source, options)
+        await record.start()
+        if refused:  # --skip-bad-rows: what was left out stays in the store, with why
+            rows = [refusal_row(r) for r in refused]
+            await asyncio.to_thread(store.insert, "dead_letter", rows)
+        sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
+        await sink.start()
+    except BaseException:
+        await asyncio.to_thread(store.close)
+        raise
+    return record, sink
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ and the next sink writes them once."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Iterator
@@ -101,3 +102,19 @@ def test_a_spool_on_a_full_disk_keeps_the_whole_rows_that_fit(
         files, bad = read_spool(disk.path / "spool")
         assert not bad and [spool.rows for spool in files] == [rows[:kept]]
         assert [p.name for p in (disk.path / "spool").iterdir()] == [path.name]  # no temp file
+
+
+def test_a_disk_that_fills_at_fsync_keeps_nothing_and_leaves_no_half_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With delayed allocation (ext4, xfs) ENOSPC can come at fsync, after every write took;
+    tmpfs allocates at write, so the kernel's answer is stood in for here."""
+    rows = [("signals", signal_row("r", f.signal(i))) for i in range(3)]
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert spool_what_fits(tmp_path / "spool", rows) == (None, 0)
+    assert list((tmp_path / "spool").iterdir()) == []  # no hidden .tmp taking room
+    assert read_spool(tmp_path / "spool") == ([], [])
