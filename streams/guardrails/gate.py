@@ -18,17 +18,17 @@ from datetime import datetime, timedelta
 
 from models import ActionKind, ActionMode
 from models.settings import GuardrailSettings
-from streams.guardrails.ledger import Eviction, Ledger
-from streams.guardrails.refusals import (
+from streams.guardrails.gate_refusals import (
     BreakerOpen,
     CoolingDown,
     ExemptPod,
+    GateRefusal,
     ModeOff,
     PriorityGapTooSmall,
     ProtectedNamespace,
     RateLimited,
-    Refusal,
 )
+from streams.guardrails.ledger import Eviction, Ledger
 
 __all__ = ["EVICTING", "Candidate", "Decision", "Gate"]
 
@@ -68,7 +68,7 @@ class Candidate:
 class Decision:
     mode: ActionMode | None
     """How the action may go ahead; None: it may not."""
-    refused: Refusal | None = None
+    refused: GateRefusal | None = None
     held_back: BreakerOpen | None = None
     """Enforce was asked, the breaker is open: a proposal only."""
 
@@ -77,20 +77,20 @@ class Decision:
         return self.mode is not None
 
 
-Filter = Callable[[GuardrailSettings, Ledger, Candidate], Refusal | None]
+Filter = Callable[[GuardrailSettings, Ledger, Candidate], GateRefusal | None]
 
 
-def protected(s: GuardrailSettings, _: Ledger, c: Candidate) -> Refusal | None:
+def protected(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
     ns = c.namespace
     return ProtectedNamespace(namespace=ns) if c.evicts and ns in s.protected_namespaces else None
 
 
-def exempt(s: GuardrailSettings, _: Ledger, c: Candidate) -> Refusal | None:
+def exempt(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
     value = c.labels.get(s.exempt_label)
     return ExemptPod(label=s.exempt_label) if c.evicts and value not in (None, "false") else None
 
 
-def priority_gap(s: GuardrailSettings, _: Ledger, c: Candidate) -> Refusal | None:
+def priority_gap(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
     if not c.evicts or c.beneficiary_priority is None:
         return None
     victim = c.priority or 0
@@ -101,7 +101,7 @@ def priority_gap(s: GuardrailSettings, _: Ledger, c: Candidate) -> Refusal | Non
     )
 
 
-def cooling(_: GuardrailSettings, led: Ledger, c: Candidate) -> Refusal | None:
+def cooling(_: GuardrailSettings, led: Ledger, c: Candidate) -> GateRefusal | None:
     for scope in _cooldown_keys(c):
         until = led.cooldowns.get(scope)
         if until is not None and until > c.at:
@@ -109,7 +109,7 @@ def cooling(_: GuardrailSettings, led: Ledger, c: Candidate) -> Refusal | None:
     return None
 
 
-def rate(s: GuardrailSettings, led: Ledger, c: Candidate) -> Refusal | None:
+def rate(s: GuardrailSettings, led: Ledger, c: Candidate) -> GateRefusal | None:
     if not c.evicts:
         return None
     limits = [("cluster", s.max_evictions_cluster, led.count())]
@@ -145,7 +145,7 @@ class Gate:
         self.settings = settings
         self.ledger = Ledger(window_s=settings.window_s)
 
-    def check(self, c: Candidate) -> Refusal | None:
+    def check(self, c: Candidate) -> GateRefusal | None:
         """Whether ``c`` would be refused, taking nothing: a plan of several evictions asks
         for all of them first, since half a plan makes room for nobody."""
         s, led = self.settings, self.ledger
@@ -177,7 +177,7 @@ class Gate:
         self.ledger.forget_before(at)
         return max(0, self.settings.max_evictions_cluster - self.ledger.count())
 
-    def admit_all(self, cands: list[Candidate]) -> tuple[list[Decision], Refusal | None]:
+    def admit_all(self, cands: list[Candidate]) -> tuple[list[Decision], GateRefusal | None]:
         """All of a plan's actions or none: they are admitted on a copy of the ledger, which
         replaces the real one only when every one went through, so two evictions of one plan
         cannot both count as the node's last slot. Returns each one's decision and the first

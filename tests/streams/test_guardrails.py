@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from models import ActionKind, ActionMode
 from models.settings import GuardrailSettings
 from streams.guardrails.gate import Candidate, Gate
-from streams.guardrails.refusals import (
+from streams.guardrails.gate_refusals import (
     BreakerOpen,
     CoolingDown,
     ExemptPod,

@@ -20,8 +20,8 @@ from models.refusal import Refusal
 from streams.app.actuate_feed import ActuateFeed, actuator_for
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
 from streams.app.stopping import stop_event, unless_stopped
 from streams.distributed import topics

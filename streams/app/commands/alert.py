@@ -19,8 +19,8 @@ from models.settings import AlertSettings
 from streams.app.alert_feed import NO_SINK, AlertFeed
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
 from streams.app.stopping import stop_event
 from streams.distributed import topics

@@ -28,9 +28,9 @@ from models import SCHEMA_VERSION, GpufragSettings, StoreSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
 from streams.app.errors import user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.replay_actions import (
     ActionsChoice,
     LoopOutput,

@@ -19,9 +19,9 @@ from connectors.clickhouse.store import open_store
 from models import StoreSettings
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import open_history, store_settings
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption, StoreOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.runs import run_row
 from streams.app.stopping import stop_event
 from streams.app.stored_summary import stored_summary

@@ -25,9 +25,9 @@ from models import GpufragSettings, StoreSettings
 from streams.app.alert_feed import NO_SINK
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.history import store_settings
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from connectors.trace.alibaba_csv import read_pods
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
-from streams.app.health import Health, serve_health_or_exit
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app

@@ -27,7 +27,7 @@ from connectors.live_stage import Emit, LiveMetrics, LiveStage, Outlet
 from connectors.refusals import RefusalLog
 from models import EventKind, GpufragSettings
 from models.settings import WatchSettings
-from streams.app.health import Health
+from streams.app.probes import Health
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from models.refusal import Refusal
 from models.settings import AlertSettings
 from streams.app.actuate_feed import actuator_for
 from streams.app.alert_feed import alerts_beside
-from streams.app.health import Health
 from streams.app.history import open_history
 from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, live_stage, require_listed, run_live
+from streams.app.probes import Health
 from streams.app.runs import StoreInterrupts, run_row
 from streams.app.store_output import StoreOutput
 from streams.pipeline import define_pipeline

@@ -11,16 +11,16 @@ __all__ = [
     "BreakerOpen",
     "CoolingDown",
     "ExemptPod",
+    "GateRefusal",
     "ModeOff",
     "PriorityGapTooSmall",
     "ProtectedNamespace",
     "RateLimited",
-    "Refusal",
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class Refusal:
+class GateRefusal:
     code: str = "refused"
 
     def text(self) -> str:
@@ -28,7 +28,7 @@ class Refusal:
 
 
 @dataclass(frozen=True, slots=True)
-class ModeOff(Refusal):
+class ModeOff(GateRefusal):
     code: str = "mode_off"
 
     def text(self) -> str:
@@ -36,7 +36,7 @@ class ModeOff(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class ProtectedNamespace(Refusal):
+class ProtectedNamespace(GateRefusal):
     namespace: str = ""
     code: str = "protected_namespace"
 
@@ -45,7 +45,7 @@ class ProtectedNamespace(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class ExemptPod(Refusal):
+class ExemptPod(GateRefusal):
     label: str = ""
     code: str = "exempt_pod"
 
@@ -54,7 +54,7 @@ class ExemptPod(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class PriorityGapTooSmall(Refusal):
+class PriorityGapTooSmall(GateRefusal):
     victim: int = 0
     beneficiary: int = 0
     needed: int = 0
@@ -68,7 +68,7 @@ class PriorityGapTooSmall(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class RateLimited(Refusal):
+class RateLimited(GateRefusal):
     scope: str = ""
     """cluster, node:<name> or namespace:<name>."""
     limit: int = 0
@@ -80,7 +80,7 @@ class RateLimited(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class CoolingDown(Refusal):
+class CoolingDown(GateRefusal):
     scope: str = ""
     """pod:<key>, node:<name> or job:<name>."""
     until: datetime | None = None
@@ -92,7 +92,7 @@ class CoolingDown(Refusal):
 
 
 @dataclass(frozen=True, slots=True)
-class BreakerOpen(Refusal):
+class BreakerOpen(GateRefusal):
     until: datetime | None = None
     why: str = ""
     code: str = "breaker_open"
