@@ -61,10 +61,6 @@ class Health:
                 out[name] = False
         return out
 
-    def ready(self) -> bool:
-        answers = self.checks()
-        return bool(answers) and all(answers.values())
-
     def alive(self) -> bool:
         last = self._last_beat
         return last is None or time.monotonic() - last < STALE_AFTER_S

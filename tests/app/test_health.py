@@ -101,9 +101,8 @@ class HeldRelay:
         try:
             await self.release.wait()
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+            with contextlib.suppress(ConnectionError):  # either side hung up: the relay ends
+                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         finally:
             writer.close()
 
