@@ -426,6 +426,12 @@ class SqlSettings(_Group):
     """Memory one query may use in the engine (4 GiB: a sixth of a 24 GiB machine)."""
 
 
+PluginModule = Annotated[
+    str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=200)
+]
+"""A dotted module name (``pkg.module``), nothing a shell or a path could smuggle in."""
+
+
 class GpufragSettings(BaseSettings):
     # hide_input_in_errors: a refused webhook URL is a secret; a validation error's text
     # (a traceback, a log) must not quote it
@@ -451,6 +457,11 @@ class GpufragSettings(BaseSettings):
     actuator: ActuatorSettings = ActuatorSettings()
     planners: PlannerSettings = PlannerSettings()
     alerts: AlertSettings = AlertSettings()
+    plugins: tuple[PluginModule, ...] = ()
+    """Python modules imported before anything is built, each registering components
+    (detectors, planners, alert sinks, live sources, outputs) with one ``register`` line:
+    ``GPUFRAG_PLUGINS='["mycompany.gpufrag_rules"]'``. Every process of a distributed run needs
+    the same list, or a worker and the sink disagree on what exists."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -18,6 +18,8 @@ _USER_ERRORS = (
     ("streams.simulation.cluster", "TraceReplayError"),
     ("connectors.clickhouse.dsn", "StoreError"),
     ("streams.app.named_queries", "QueryError"),
+    ("streams.app.plugins", "PluginError"),
+    ("models.registry", "UnknownComponent"),
 )
 """Errors a user can fix, by module: looked up, not imported, since an exception of a class
 exists only once its module is loaded, and importing them all would load chDB and numpy (a

@@ -7,10 +7,14 @@ per problem (``streams.app.setting_errors``)."""
 from __future__ import annotations
 
 from models import GpufragSettings
+from streams.app.plugins import load_plugins
 
 __all__ = ["load_settings"]
 
 
 def load_settings() -> GpufragSettings:
-    """The environment's settings (``GPUFRAG_*``), validated."""
-    return GpufragSettings()
+    """The environment's settings (``GPUFRAG_*``), validated, with the plugins they name
+    imported (their components registered)."""
+    settings = GpufragSettings()
+    load_plugins(settings.plugins)
+    return settings
