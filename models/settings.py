@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AwareDatetime,
     Field,
+    JsonValue,
     ModelWrapValidatorHandler,
     ValidationError,
     field_validator,
@@ -170,6 +171,11 @@ class DetectorSettings(_Group):
     gpu_health: GpuHealthSettings = GpuHealthSettings()
     idle_gpu: IdleGpuSettings = IdleGpuSettings()
     quota: QuotaSettings = QuotaSettings()
+    extensions: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Settings of detectors that plugins registered (``GPUFRAG_PLUGINS``), by detector name;
+    each entry is checked by that detector's own model when the pipeline is built, and a name
+    no plugin registered stops the run there:
+    ``GPUFRAG_DETECTORS__EXTENSIONS='{"my_rule": {"enabled": false}}'``."""
 
 
 class TraceSettings(_Group):

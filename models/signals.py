@@ -10,12 +10,27 @@ from pydantic import Field, JsonValue, model_validator
 
 from models.base import Frozen, UtcDatetime
 
-__all__ = ["FINGERPRINT_PATTERN", "Scope", "Severity", "Signal", "SignalKind", "fingerprint_of"]
+__all__ = [
+    "FINGERPRINT_PATTERN",
+    "KindName",
+    "Scope",
+    "Severity",
+    "Signal",
+    "SignalKind",
+    "fingerprint_of",
+]
 
 FINGERPRINT_PATTERN = r"^[0-9a-f]{16}$"
 
+KindName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,62}$")]
+"""A signal's kind: a built-in ``SignalKind`` or the name an extension's detector registered.
+A word of lower-case letters, digits and '_': it is an alert's name, a runbook's path and a
+``signals.kind`` value (a String column), so an extension needs no edit here."""
+
 
 class SignalKind(StrEnum):
+    """The kinds the product's own detectors emit (a ``Signal.kind`` holds the plain word)."""
+
     FRAGMENTATION = "fragmentation"
     UNPLACEABLE_PENDING = "unplaceable_pending"
     STRANDED_GPUS = "stranded_gpus"
@@ -46,18 +61,18 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
-def fingerprint_of(kind: SignalKind, scope: Scope, scope_id: str, *parts: str) -> str:
+def fingerprint_of(kind: str, scope: Scope, scope_id: str, *parts: str) -> str:
     """Stable id of 'the same problem': equal inputs give equal fingerprints in any process
     (no hash() randomisation), so a signal reopened after a restart dedupes in sinks.
     Parts are joined with a separator that cannot occur in names, so ("a/b","c") != ("a","b/c")."""
-    joined = "\x1f".join([kind.value, scope.value, scope_id, *parts])
+    joined = "\x1f".join([str(kind), scope.value, scope_id, *parts])
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
 class Signal(Frozen):
     """A detection with a life: opened, later resolved, keyed by its fingerprint."""
 
-    kind: SignalKind
+    kind: KindName
     scope: Scope
     scope_id: str
     severity: Severity

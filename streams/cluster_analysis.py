@@ -57,11 +57,15 @@ class ClusterAnalysis:
         view: AnalysisSettings | None = None,
         detectors: DetectorSettings | None = None,
         typical: TypicalPods | None = None,
-        kinds: Sequence[type[Detector[Any]]] = DETECTORS,
+        kinds: Sequence[type[Detector[Any]]] | None = None,
     ) -> None:
+        """``kinds``: the detectors to host, in hearing order; None: every registered one."""
         self.view = ClusterView(settings=view or AnalysisSettings(), typical=typical)
         self.book = SignalBook(clock=lambda: self.view.now)
         settings = detectors or DetectorSettings()
+        DETECTORS.check(list(settings.extensions))  # a misspelt extension is not left off
+        if kinds is None:
+            kinds = [kind for _, kind in DETECTORS.items()]
         built = (kind.build(self.view, self.book, settings) for kind in kinds)
         self.detectors: list[Detector[Any]] = [d for d in built if d is not None]
         self._unplaceable = next(

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from models import AnalysisSettings, DetectorSettings, Envelope, GpufragSettings, Signal
+from models import Action, AnalysisSettings, DetectorSettings, Envelope, GpufragSettings, Signal
+from models.actuation import ActionRequest
+from models.analysis import InstantReport
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
@@ -31,7 +33,48 @@ from streams.profiles.operators import (
     ordered_deltas,
 )
 
-__all__ = ["Pipeline", "PipelineDef", "define_pipeline"]
+__all__ = ["Evaluation", "InstantOutput", "Pipeline", "PipelineDef", "define_pipeline"]
+
+
+@dataclass(slots=True)
+class InstantOutput:
+    """What one evaluated event-time instant leaves, one typed channel per consumer: the store
+    takes all of them, alert sinks the signals, the actuator the requests, a Kafka host each
+    on its own topic. No consumer sorts a mixed list by type."""
+
+    at: datetime
+    signals: list[Signal] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    """Audit records: what the planners proposed, and what the gate refused, with why."""
+    requests: list[ActionRequest] = field(default_factory=list)
+    """What the gate let through in enforce mode, for an actuator to carry out."""
+    report: InstantReport | None = None
+    """The cluster's state after the instant (None where the host keeps no reports)."""
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """The per-instant composition both runners call: the acting step on the instant's
+    signals, on the same view, then the cluster's state. A Faust worker holds the operators
+    in its own tables, so this takes them rather than owning them."""
+
+    cluster: ClusterAnalysis
+    acting: Acting
+    reports: bool = True
+
+    def instant(
+        self, at: datetime, signals: list[Signal], *, explain: bool | None = None
+    ) -> InstantOutput:
+        out = InstantOutput(at=at, signals=list(signals))
+        if signals and self.acting.on:
+            for item in self.acting.on_signals(at, signals, self.cluster.view):
+                if isinstance(item, Action):
+                    out.actions.append(item)
+                else:
+                    out.requests.append(item)
+        if self.reports:
+            out.report = self.cluster.report(at, explain=explain)
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +104,10 @@ class PipelineDef:
 
     def build(self) -> Pipeline:
         """Fresh operators for one in-process run."""
-        return Pipeline(join=self.join(), cluster=self.cluster(), acting=self.acting())
+        cluster, acting = self.cluster(), self.acting()
+        return Pipeline(
+            join=self.join(), cluster=cluster, acting=acting, evaluation=Evaluation(cluster, acting)
+        )
 
 
 @dataclass(slots=True)
@@ -71,26 +117,25 @@ class Pipeline:
     join: ProfileJoin
     cluster: ClusterAnalysis
     acting: Acting
+    evaluation: Evaluation
 
-    def instant(self, at: datetime, signals: list[Signal]) -> list[object]:
+    def instant(self, at: datetime, signals: list[Signal]) -> InstantOutput:
         """What an evaluated instant leaves for the history: its signals, the actions planned
         for them, and the cluster's state after it."""
-        actions = self.acting.on_signals(at, signals, self.cluster.view) if signals else []
-        return [*signals, *actions, self.cluster.report(at)]
+        return self.evaluation.instant(at, signals)
 
-    def flush(self) -> list[object]:
+    def flush(self) -> InstantOutput | None:
         """The end of the input: what is outstanding, and the cluster's final state (with the
         explanations when the last evaluation changed a signal)."""
-        signals = self.cluster.flush()
+        signals = list(self.cluster.flush())
         now = self.cluster.now
         if now is None:
-            return []
-        actions = self.acting.on_signals(now, signals, self.cluster.view) if signals else []
-        return [*signals, *actions, self.cluster.report(now, explain=bool(signals))]
+            return None
+        return self.evaluation.instant(now, signals, explain=bool(signals))
 
-    def state_at(self, at: datetime) -> list[object]:
+    def state_at(self, at: datetime) -> InstantOutput:
         """The cluster's state where an interrupted input stopped."""
-        return [self.cluster.report(at, explain=False)]
+        return InstantOutput(at=at, report=self.cluster.report(at, explain=False))
 
     @staticmethod
     def ordered(env: Envelope, outputs: Sequence[object]) -> list[tuple[OrderKey, ProfileUpdate]]:

@@ -72,7 +72,7 @@ def _iso(at: datetime) -> str:
 
 def alert_of(signal: Signal, settings: AlertSettings) -> Alert:
     labels = {
-        "alertname": signal.kind.value,
+        "alertname": signal.kind,
         "severity": signal.severity.value,
         "cluster": settings.cluster,
         "scope": signal.scope.value,
@@ -83,7 +83,7 @@ def alert_of(signal: Signal, settings: AlertSettings) -> Alert:
             labels[name] = value
     annotations = {"summary": signal.summary, "description": _description(signal)}
     if settings.runbook_base_url:
-        annotations["runbook_url"] = f"{settings.runbook_base_url.rstrip('/')}/{signal.kind.value}"
+        annotations["runbook_url"] = f"{settings.runbook_base_url.rstrip('/')}/{signal.kind}"
     return Alert(
         fingerprint=signal.fingerprint,
         state=signal.state,

@@ -226,7 +226,7 @@ def signal_row(run_id: str, signal: Signal) -> Row:
     return {
         "run_id": run_id,
         "fingerprint": signal.fingerprint,
-        "kind": signal.kind.value,
+        "kind": signal.kind,
         "scope": signal.scope.value,
         "scope_id": signal.scope_id,
         "severity": signal.severity.value,

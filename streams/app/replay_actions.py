@@ -14,7 +14,7 @@ from streams.runner.embedded import Emission, Failure
 from streams.simulation.actuation import Progress, closed_loop
 from streams.simulation.cluster import SimulatedCluster
 
-__all__ = ["ActionsChoice", "LoopOutput", "action_summary", "settings_for", "source_of"]
+__all__ = ["ActionsChoice", "LoopNotes", "action_summary", "settings_for", "source_of"]
 
 
 class ActionsChoice(StrEnum):
@@ -43,20 +43,18 @@ def settings_for(actions: ActionsChoice, base: GpufragSettings) -> GpufragSettin
     return base.model_copy(update={"detectors": detectors, "guardrails": guardrails})
 
 
-class LoopOutput:
-    """The store output, telling the closed loop how far the pipeline got."""
+class LoopNotes:
+    """Tells the closed loop how far the pipeline got (after the store, so what the loop
+    acts on next is stored first)."""
 
-    def __init__(self, inner: StoreOutput, progress: Progress) -> None:
-        self.inner = inner
+    def __init__(self, progress: Progress) -> None:
         self.progress = progress
 
-    async def emit(self, item: Emission) -> None:
-        await self.inner.emit(item)
+    async def take(self, item: Emission) -> None:
         if item.env is not None:
             self.progress.note(item.at)
 
     async def dead_letter(self, failure: Failure) -> None:
-        await self.inner.dead_letter(failure)
         self.progress.note(failure.env.event_time)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from models import Scope, Severity, Signal, SignalKind, fingerprint_of
+from models import Scope, Severity, Signal, fingerprint_of
 
 
 class SignalBook:
@@ -22,7 +22,7 @@ class SignalBook:
 
     def opened(
         self,
-        kind: SignalKind,
+        kind: str,
         scope: Scope,
         scope_id: str,
         *,
@@ -54,7 +54,7 @@ class SignalBook:
             self.dirty.add(fp)
         return [sig]
 
-    def resolved(self, kind: SignalKind, scope: Scope, scope_id: str) -> list[Signal]:
+    def resolved(self, kind: str, scope: Scope, scope_id: str) -> list[Signal]:
         return self.resolve_fingerprint(fingerprint_of(kind, scope, scope_id))
 
     def resolve_fingerprint(self, fp: str) -> list[Signal]:
@@ -66,5 +66,5 @@ class SignalBook:
             self.dirty.add(fp)
         return [sig.resolved(max(now, sig.opened_at))]
 
-    def is_open(self, kind: SignalKind, scope: Scope, scope_id: str) -> bool:
+    def is_open(self, kind: str, scope: Scope, scope_id: str) -> bool:
         return fingerprint_of(kind, scope, scope_id) in self.open

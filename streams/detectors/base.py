@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from models import DetectorSettings, Signal
 from models.analysis import Explanation
+from models.settings_group import Group
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView, TaskChange
 
@@ -37,9 +38,19 @@ class Switched(Protocol):
 S = TypeVar("S", bound=Switched)
 
 
+class ExtensionSwitch(Group):
+    """An extension detector's settings when it declares none of its own: on unless
+    ``GPUFRAG_DETECTORS__EXTENSIONS='{"<name>": {"enabled": false}}'``."""
+
+    enabled: bool = True
+
+
 class Detector(Generic[S]):
     name: ClassVar[str]
-    """The detector's name, also its settings group in ``DetectorSettings``."""
+    """The detector's name: a product detector's settings group in ``DetectorSettings``, an
+    extension's key in ``DetectorSettings.extensions``."""
+    settings_model: ClassVar[type[Group]] = ExtensionSwitch
+    """What an extension's entry in ``DetectorSettings.extensions`` is validated as."""
 
     def __init__(self, view: ClusterView, book: SignalBook, settings: S) -> None:
         self.view = view
@@ -51,7 +62,9 @@ class Detector(Generic[S]):
         cls, view: ClusterView, book: SignalBook, settings: DetectorSettings
     ) -> Detector[Any] | None:
         """The detector with its own settings group, or None when that group turns it off."""
-        own = getattr(settings, cls.name)
+        own: Any = getattr(settings, cls.name, None)
+        if own is None:  # an extension: its settings are a free-form entry, checked here
+            own = cls.settings_model.model_validate(settings.extensions.get(cls.name, {}))
         return cls(view, book, own) if own.enabled else None
 
     def on_node(self, name: str) -> list[Signal]:

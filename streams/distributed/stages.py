@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from models import (
-    Action,
     GpuSampleEvent,
     NodeEvent,
     PodEvent,
@@ -32,7 +31,6 @@ from models import (
     Signal,
     to_json,
 )
-from models.analysis import InstantReport
 from models.progress import SourceProgress
 from streams.cluster_analysis import ClusterAnalysis
 from streams.distributed.codec import (
@@ -46,8 +44,8 @@ from streams.distributed.codec import (
 from streams.distributed.stage import Decoded, Direct, Held, StageCounters, released_key
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
-from streams.pipeline import PipelineDef
-from streams.planners.acting import Acting, ActingOutput
+from streams.pipeline import Evaluation, InstantOutput, PipelineDef
+from streams.planners.acting import Acting
 from streams.profiles.join import (
     Binding,
     NodeProfileUpdate,
@@ -235,10 +233,10 @@ class ClusterLogic:
         self._instants: Instants[Any, Signal] | None = None
         self._op: ClusterAnalysis | None = None
         self._acting: Acting | None = None
-        self._acted: list[ActingOutput] = []
-        """What the acting step made of the instants released by the current call."""
-        self._reports: list[InstantReport] = []
-        """The view's state after each instant released by the current call."""
+        self._evaluation: Evaluation | None = None
+        self._evaluated: list[InstantOutput] = []
+        """What the instants released by the current call left (the signals go out apart,
+        with those of late input)."""
         self._disagreed: dict[str, int] = {}
         """What the current operator had counted when last read (see ``_count``)."""
 
@@ -263,17 +261,14 @@ class ClusterLogic:
             raw_acting = self.table.get(ACTING_KEY)
             if raw_acting is not None:
                 self._acting.restore(orjson.loads(raw_acting))
+            self._evaluation = Evaluation(op, self._acting, reports=self.out.reports is not None)
             self._instants = ia
         return self._instants
 
     def _on_instant(self, at: datetime, signals: list[Signal]) -> None:
-        """The acting step, on the same view and at the same instants as the embedded
-        runner's (``Pipeline.instant``)."""
-        acting, op = self._acting, self._op
-        if signals and acting is not None and op is not None and acting.on:
-            self._acted += acting.on_signals(at, signals, op.view)
-        if op is not None and self.out.reports is not None:
-            self._reports.append(op.report(at))
+        """The same per-instant composition as the embedded runner's (``Pipeline.instant``)."""
+        if self._evaluation is not None:
+            self._evaluated.append(self._evaluation.instant(at, signals))
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         if topic == self.out.queues_topic:
@@ -309,19 +304,24 @@ class ClusterLogic:
         ia = self.instants()
         persist(self.table, ia.op.snapshot())
         self._count()
-        acted, self._acted = self._acted, []
+        evaluated, self._evaluated = self._evaluated, []
+        acted = any(e.actions or e.requests for e in evaluated)
         if acted and self._acting is not None:
             self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
         for sig in outputs:
             self.counters.add("signals")
             await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
-        for out in acted:  # records and requests alike, keyed by action id
-            self.counters.add("actions" if isinstance(out, Action) else "action_requests")
-            await self.out.actions.send(key=out.id.encode(), value=to_json(out))
-        reports, self._reports = self._reports, []
-        for report in reports:
-            key = report.at.isoformat().encode()
-            await self.out.reports.send(key=key, value=encode_report(report))
+        for instant in evaluated:  # records and requests alike, keyed by action id
+            for action in instant.actions:
+                self.counters.add("actions")
+                await self.out.actions.send(key=action.id.encode(), value=to_json(action))
+            for request in instant.requests:
+                self.counters.add("action_requests")
+                await self.out.actions.send(key=request.id.encode(), value=to_json(request))
+        for instant in evaluated:
+            if instant.report is not None and self.out.reports is not None:
+                key = instant.at.isoformat().encode()
+                await self.out.reports.send(key=key, value=encode_report(instant.report))
 
     def _count(self) -> None:
         """The operator's new disagreements into the worker's counters. A restored operator

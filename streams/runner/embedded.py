@@ -22,9 +22,11 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from models import Envelope, Signal
+from models import Action, Envelope, Signal
+from models.actuation import ActionRequest
+from models.analysis import InstantReport
 from streams.instants import Instants
-from streams.pipeline import Pipeline
+from streams.pipeline import InstantOutput, Pipeline
 from streams.profiles.join import ProfileUpdate
 
 QUEUE_SIZE = 2048
@@ -33,12 +35,35 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class Emission:
-    """What one input event produced (its profile changes, and outputs of late input), or,
-    with ``env`` None, what the instants released up to ``at`` produced."""
+    """What one input event produced (its profile changes, and the signals of late input),
+    or, with ``env`` None, what the instants released up to ``at`` produced; each kind of
+    output in a channel of its own type."""
 
     at: datetime
     env: Envelope | None
-    outputs: list[object] = field(default_factory=list)
+    deltas: list[ProfileUpdate] = field(default_factory=list)
+    """The join's profile changes for ``env``."""
+    late: list[Signal] = field(default_factory=list)
+    """Signals of input that came after its instant was evaluated (applied on arrival)."""
+    instants: list[InstantOutput] = field(default_factory=list)
+
+    def signals(self) -> Iterator[Signal]:
+        yield from self.late
+        for instant in self.instants:
+            yield from instant.signals
+
+    def actions(self) -> Iterator[Action]:
+        for instant in self.instants:
+            yield from instant.actions
+
+    def requests(self) -> Iterator[ActionRequest]:
+        for instant in self.instants:
+            yield from instant.requests
+
+    def reports(self) -> Iterator[InstantReport]:
+        for instant in self.instants:
+            if instant.report is not None:
+                yield instant.report
 
 
 @dataclass(slots=True)
@@ -226,7 +251,7 @@ class EmbeddedRunner:
                 self.failures += 1
                 await self.output.dead_letter(Failure(item, "join", f"{type(exc).__name__}: {exc}"))
                 continue
-            await out.put(Emission(at=item.event_time, env=item, outputs=list(updates)))
+            await out.put(Emission(at=item.event_time, env=item, deltas=list(updates)))
             m.events_out.labels("join").inc()
             m.queue_depth.labels("join->analysis").set(out.qsize())
 
@@ -247,10 +272,10 @@ class EmbeddedRunner:
                 # the input is in event-time order: the previous instant is complete
                 await self._release(instants, last_time)
             try:
-                late: list[object] = []
-                for key, update in p.ordered(item.env, item.outputs):
+                late: list[Signal] = []
+                for key, update in p.ordered(item.env, item.deltas):
                     late += instants.add(key, update)
-                item.outputs += late
+                item.late += late
             except Exception as exc:  # the operator's state stays as it was before this event
                 m.errors.labels("analysis").inc()
                 self.failures += 1
@@ -271,19 +296,21 @@ class EmbeddedRunner:
             await self._release(instants, last_time)
         if not self.interrupted:
             # the end of the input: what is outstanding, as a last event would bring it
-            outputs = p.flush()
-            if outputs and p.cluster.now is not None:
-                await self.output.emit(Emission(at=p.cluster.now, env=None, outputs=outputs))
+            final = p.flush()
+            if final is not None:
+                await self.output.emit(Emission(at=final.at, env=None, instants=[final]))
         elif last_time is not None:
-            await self.output.emit(Emission(at=last_time, env=None, outputs=p.state_at(last_time)))
+            await self.output.emit(
+                Emission(at=last_time, env=None, instants=[p.state_at(last_time)])
+            )
         m.disagreed(p.cluster.disagreements)
 
     async def _release(self, instants: Instants[ProfileUpdate, Signal], upto: datetime) -> None:
         """Apply and evaluate every instant up to ``upto``; what it produced is one emission."""
-        outputs: list[object] = []
+        outputs: list[InstantOutput] = []
 
         def on_instant(at: datetime, signals: list[Signal]) -> None:
-            outputs.extend(self.pipeline.instant(at, signals))
+            outputs.append(self.pipeline.instant(at, signals))
 
         try:
             instants.release(upto, on_instant=on_instant)
@@ -292,4 +319,4 @@ class EmbeddedRunner:
             self.failures += 1
             log.exception("evaluating the instant %s failed: %s", upto.isoformat(), exc)
         if outputs:
-            await self.output.emit(Emission(at=upto, env=None, outputs=outputs))
+            await self.output.emit(Emission(at=upto, env=None, instants=outputs))

@@ -65,7 +65,7 @@ def as_keys(signals: list[Signal]) -> list[tuple[object, ...]]:
     return sorted(
         (
             s.fingerprint,
-            s.kind.value,
+            s.kind,
             s.scope_id,
             s.state,
             s.opened_at,

@@ -16,6 +16,7 @@ from streams.app.workload import pod_shape
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner
+from streams.runner.fanout import Fanout
 from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
 from tests.app.pipeline_helpers import as_keys, stored_keys
 from tests.app.reference_replay import operator_signals
@@ -55,7 +56,7 @@ async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Pat
 
     runner = EmbeddedRunner(
         source=sim.events(),
-        output=StoreOutput(sink, run_id="outage"),
+        output=Fanout([StoreOutput(sink, run_id="outage")]),
         pipeline=define_pipeline(
             GpufragSettings(), typical=TypicalPods.from_shapes(map(pod_shape, pods))
         ).build(),

@@ -23,7 +23,7 @@ def embedded_signals(envs: list[Envelope], kinds: set[str]) -> set[SignalKey]:
     out: list[Signal] = []
     for env in envs:
         out += feed(p, env)
-    return {signal_key(s.model_dump(mode="json")) for s in out if s.kind.value in kinds}
+    return {signal_key(s.model_dump(mode="json")) for s in out if s.kind in kinds}
 
 
 def through_worker(

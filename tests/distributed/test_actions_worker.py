@@ -51,7 +51,7 @@ class _Actions:
         self.got: list[Action] = []
 
     async def emit(self, item: Emission) -> None:
-        self.got += [o for o in item.outputs if isinstance(o, Action)]
+        self.got += list(item.actions())
 
     async def dead_letter(self, failure: Failure) -> None:
         raise AssertionError(failure.reason)

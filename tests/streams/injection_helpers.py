@@ -38,11 +38,11 @@ class Collected:
     failures: list[Failure] = field(default_factory=list)
 
     async def emit(self, item: Emission) -> None:
-        for out in item.outputs:
-            if isinstance(out, Signal):
-                self.tally.observe(out)
-                if out.kind is SignalKind.OOM_STORM:
-                    self.storms.append(out)
+        for signal in item.signals():
+            self.tally.observe(signal)
+            if signal.kind == SignalKind.OOM_STORM:
+                self.storms.append(signal)
+        for out in item.deltas:
             if isinstance(out, TaskProfileUpdate) and out.profile and out.profile.oom_count:
                 self.oom_counts[out.key] = out.profile.oom_count
 

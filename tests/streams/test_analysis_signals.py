@@ -36,7 +36,7 @@ def run(steps: list[Step], analysis: ClusterAnalysis) -> None:
         else:
             out += analysis.apply(item)
             out += analysis.advance(item.at)
-        got = {(s.kind.value, s.state, s.scope_id) for s in out}
+        got = {(s.kind, s.state, s.scope_id) for s in out}
         assert got == expected, f"step {i}: {item!r}"
 
 

@@ -27,7 +27,6 @@ from models import (
     SchedulerEvent,
     SchedulingEvent,
 )
-from models.analysis import InstantReport
 from streams.distributed.metrics import WorkerCollector
 from streams.distributed.stage import StageCounters
 from streams.distributed.stages import ClusterLogic, Outlets
@@ -114,12 +113,7 @@ async def test_the_embedded_runner_counts_each_disagreeing_verdict_once() -> Non
     pipeline = define_pipeline(GpufragSettings()).build()
     await EmbeddedRunner(source=source, output=out, pipeline=pipeline, registry=registry).run()
     assert registry.get_sample_value(METRIC, {"reason": "taint"}) == 1.0
-    reports = [
-        o
-        for e in out.emissions
-        for o in e.outputs
-        if isinstance(o, InstantReport) and o.explanations
-    ]
+    reports = [r for e in out.emissions for r in e.reports() if r.explanations]
     first, last = reports[0].explanations, reports[-1].explanations
     assert first is not None and last is not None
     check = first["ml/train-0"][0].scheduler

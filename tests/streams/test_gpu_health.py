@@ -76,7 +76,7 @@ def play(rows: list[Row], p: Pipeline | None = None) -> Pipeline:
     for i, (s, payload, expected, usable) in enumerate(rows):
         env = Envelope.wrap(payload, event_time=at(s), source="test")
         out = feed(p, env)
-        got = {(x.state, x.scope_id) for x in out if x.kind.value == "gpu_unhealthy"}
+        got = {(x.state, x.scope_id) for x in out if x.kind == "gpu_unhealthy"}
         assert got == expected, f"row {i} at {s} s: {payload!r}"
         card = p.join.node_profiles[NODE].gpus[0]
         assert card.healthy == usable, f"row {i} at {s} s"
@@ -214,7 +214,7 @@ def test_a_node_that_goes_away_resolves_its_cards() -> None:
         node().model_copy(update={"change": "delete"}), event_time=at(20), source="test"
     )
     out = [s for u in p.join.apply(env) for s in p.cluster.apply(u)]
-    assert [(s.state, s.scope_id) for s in out if s.kind.value == "gpu_unhealthy"] == [
+    assert [(s.state, s.scope_id) for s in out if s.kind == "gpu_unhealthy"] == [
         ("resolved", f"{NODE}/0")
     ]
 
@@ -315,4 +315,4 @@ def test_a_cpu_node_with_a_problem_condition_gets_no_gpu_signal() -> None:
     p = define_pipeline(GpufragSettings()).build()
     cpu = Node(name="cpu-0", cpu_milli=8_000, memory_mib=32_768, problems={"KernelDeadlock": "x"})
     env = Envelope.wrap(NodeEvent(change="upsert", node=cpu), event_time=at(0), source="test")
-    assert [s for s in feed(p, env) if s.kind.value == "gpu_unhealthy"] == []
+    assert [s for s in feed(p, env) if s.kind == "gpu_unhealthy"] == []

@@ -85,7 +85,7 @@ def play(rows: list[Row], p: Pipeline | None = None) -> Pipeline:
     for i, (s, payload, expected) in enumerate(rows):
         env = Envelope.wrap(payload, event_time=at(s), source="test")
         out = feed(p, env)
-        got = {(x.state, x.scope_id) for x in out if x.kind.value == "idle_gpu"}
+        got = {(x.state, x.scope_id) for x in out if x.kind == "idle_gpu"}
         assert got == expected, f"row {i} at {s} s: {payload!r}"
     return p
 
@@ -196,7 +196,7 @@ def test_an_idle_shared_card_tells_each_pod_on_it_and_a_pod_leaving_resolves_its
 
 def test_readings_stopping_do_not_open_a_signal_as_time_passes() -> None:
     p = play([(0, node(), set()), (1, pod(), set()), *every(10, 1_210, 4_000, 1)])
-    assert not [s for s in p.cluster.advance(at(7_200)) if s.kind.value == "idle_gpu"]
+    assert not [s for s in p.cluster.advance(at(7_200)) if s.kind == "idle_gpu"]
 
 
 def test_a_restarted_host_keeps_the_quiet_run() -> None:

@@ -85,7 +85,7 @@ def run(steps: list[Step]) -> ClusterAnalysis:
         else:
             out += a.apply(item)
             out += a.advance(item.at)
-        got = {(s.state, s.scope_id) for s in out if s.kind.value == "near_memory_limit"}
+        got = {(s.state, s.scope_id) for s in out if s.kind == "near_memory_limit"}
         assert got == expected, f"step {i}: {item!r}"
     return a
 

@@ -25,7 +25,7 @@ def run(envs: list[Envelope], until_s: float) -> tuple[Pipeline, list[Signal]]:
     out: list[Signal] = []
     for env in [*envs, wrap(NodeEvent(change="upsert", node=node_of("tick")), until_s)]:
         out += feed(p, env)
-    return p, [s for s in out if s.kind.value == "oom_storm"]
+    return p, [s for s in out if s.kind == "oom_storm"]
 
 
 def test_kernel_oom_kills_on_a_node_open_a_node_storm_naming_the_processes() -> None:

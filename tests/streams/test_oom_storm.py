@@ -108,14 +108,14 @@ def play(a: ClusterAnalysis, steps: list[Step]) -> list[Signal]:
         else:
             out += a.apply(item)
             out += a.advance(item.at)
-        got = {(s.state, s.scope_id) for s in out if s.kind.value == "oom_storm"}
+        got = {(s.state, s.scope_id) for s in out if s.kind == "oom_storm"}
         assert got == expected, f"step {i}: {item!r}"
         seen += out
     return seen
 
 
 def test_the_scripted_incident_opens_one_storm_naming_the_aggressor_and_resolves_it() -> None:
-    (opened, _) = [s for s in play(analysis(), INCIDENT) if s.kind.value == "oom_storm"]
+    (opened, _) = [s for s in play(analysis(), INCIDENT) if s.kind == "oom_storm"]
     assert opened.scope.value == "gpu" and opened.severity.value == "critical"
     assert opened.evidence["victims"] == VICTIMS[:3]
     assert opened.evidence["aggressor"] == AGGRESSOR
@@ -133,9 +133,7 @@ def test_without_memory_figures_the_aggressor_is_unknown() -> None:
     assert bare is not None
     card = bare.gpus[0].model_copy(update={"pod_memory_mib": {}})
     blank = NodeProfileUpdate("ts-0", bare.model_copy(update={"gpus": (card,)}), at(0))
-    (opened, _) = [
-        s for s in play(analysis(), [(blank, set()), *steps]) if s.kind.value == "oom_storm"
-    ]
+    (opened, _) = [s for s in play(analysis(), [(blank, set()), *steps]) if s.kind == "oom_storm"]
     assert opened.evidence["aggressor"] == "unknown"
 
 

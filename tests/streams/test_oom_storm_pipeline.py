@@ -20,7 +20,7 @@ def test_the_incident_from_raw_events_opens_one_storm_and_resolves_it() -> None:
     while (due := p.cluster.next_due()) is not None and due <= at(600):
         signals += p.cluster.advance(due)
     signals += p.cluster.advance(at(600))
-    storms = [s for s in signals if s.kind.value == "oom_storm"]
+    storms = [s for s in signals if s.kind == "oom_storm"]
     assert [(s.state, s.scope.value, s.scope_id) for s in storms] == [
         ("open", "gpu", "ts-0/0"),
         ("resolved", "gpu", "ts-0/0"),

@@ -105,8 +105,8 @@ def play(steps: list[Step], *, restart_after: int | None = None) -> list[list[Si
 def check(steps: list[Step]) -> list[list[Signal]]:
     got = play(steps)
     for n, (s, signals) in enumerate(zip(steps, got, strict=True)):
-        opened = {(x.kind.value, x.scope_id) for x in signals if x.state == "open"}
-        resolved = {(x.kind.value, x.scope_id) for x in signals if x.state == "resolved"}
+        opened = {(x.kind, x.scope_id) for x in signals if x.state == "open"}
+        resolved = {(x.kind, x.scope_id) for x in signals if x.state == "resolved"}
         assert (opened, resolved) == (s.opens, s.resolves), f"step {n}"
     for k in range(len(steps) - 1):
         assert play(steps, restart_after=k)[k + 1 :] == got[k + 1 :], f"restart after {k}"

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry
 
 from connectors.kafka.dead_letters import DeadLetterProducer
 from connectors.kafka.producer import acked_producer
@@ -21,8 +20,8 @@ from streams.app.actuate_feed import ActuateFeed, actuator_for
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health, serve_health_or_exit
-from streams.app.settings_load import load_settings
+from streams.app.probes import Health
+from streams.app.session import Session
 from streams.app.stopping import stop_event, unless_stopped
 from streams.distributed import topics
 
@@ -49,10 +48,10 @@ def actuate(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = load_settings()
+    session = Session("actuate")
+    settings, health = session.settings, session.health
     bus = Bus.resolve(bootstrap, prefix)
-    health = Health()
-    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=CollectorRegistry(), health=health)
+    session.serve_probes(metrics_port, addr="0.0.0.0")
     with user_errors():
         try:
             feed = asyncio.run(_run(bus, settings, group, duration_s, health))

@@ -20,8 +20,8 @@ from streams.app.alert_feed import NO_SINK, AlertFeed
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health, serve_health_or_exit
-from streams.app.settings_load import load_settings
+from streams.app.probes import Health
+from streams.app.session import Session
 from streams.app.stopping import stop_event
 from streams.distributed import topics
 
@@ -45,14 +45,14 @@ def alert(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = load_settings().alerts
+    session = Session("alert")
+    settings = session.settings.alerts
     sinks = sinks_from(settings)
     if not sinks:
         typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
         raise typer.Exit(EXIT_USAGE)
-    registry = CollectorRegistry()
-    health = Health()
-    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
+    registry, health = session.registry, session.health
+    session.serve_probes(metrics_port, addr="0.0.0.0")
     bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         try:

@@ -8,46 +8,41 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import orjson
 import typer
-from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from connectors.clickhouse.disk_full import check_room
 from connectors.clickhouse.rows import refusal_row
-from connectors.clickhouse.sink import ClickHouseSink
-from connectors.clickhouse.store import Store, open_store
 from connectors.trace.alibaba_csv import TracePod
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from models import SCHEMA_VERSION, GpufragSettings, StoreSettings, TraceSettings
+from models import SCHEMA_VERSION, GpufragSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
 from streams.app.errors import user_errors
-from streams.app.history import open_history, store_settings
 from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
-from streams.app.probes import Health, serve_health_or_exit
+from streams.app.outputs import SignalsTo
 from streams.app.replay_actions import (
     ActionsChoice,
-    LoopOutput,
+    LoopNotes,
     action_summary,
     settings_for,
     source_of,
 )
-from streams.app.replay_record import RunRecord
 from streams.app.replay_summary import json_summary, print_summary, summary_of
+from streams.app.run_record import RunInfo, RunRecord, status_of
 from streams.app.runs import StoreInterrupts
-from streams.app.settings_load import load_settings
+from streams.app.session import Session
 from streams.app.store_output import StoreOutput
 from streams.app.workload import check_ratio, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
-from streams.pipeline import define_pipeline
 from streams.placement.experiment import check_protocol_inputs
 from streams.runner.embedded import EmbeddedRunner
+from streams.runner.fanout import OutputSink
 from streams.simulation.actuation import Progress as LoopProgress
 from streams.simulation.cluster import (
     ReplayOptions,
@@ -189,8 +184,11 @@ def replay(
         check_ratio(ratio)
         nodes_path = nodes or bundled_nodes_path()
         pods_path = pods or bundled_pods_path()
-        registry = CollectorRegistry()
-        trace = read_trace(nodes_path, pods_path, skip_bad_rows=skip_bad_rows, registry=registry)
+        session = Session("replay", store=store)
+        loaded = session.settings
+        trace = read_trace(
+            nodes_path, pods_path, skip_bad_rows=skip_bad_rows, registry=session.registry
+        )
         trace_pods = trace.pods
         source = f"trace:{pods_path.stem}"
         options = ReplayOptions(
@@ -204,17 +202,14 @@ def replay(
             inject_oom_storms=inject_oom_storms,
             enforce_actions=actions is ActionsChoice.ENFORCE,
         )
-        loaded = load_settings()
-        trace_settings = loaded.trace
         sim = SimulatedCluster(
             trace.nodes,
             trace_pods,
             options=options,
-            trace=trace_settings,
+            trace=loaded.trace,
             oom_storm=loaded.detectors.oom_storm,
         )
-        _check_runnable(sim, trace_pods, options, trace_settings)
-        settings = store_settings(store, loaded=loaded)
+        _check_runnable(sim, trace_pods, options, loaded.trace)
         run_id = run_id_of(nodes_path, pods_path, options, settings=loaded, actions=actions)
         baseline = None
         if actions is not ActionsChoice.OFF:
@@ -222,29 +217,23 @@ def replay(
                 trace.nodes,
                 trace_pods,
                 options=replace(options, enforce_actions=False),
-                trace=trace_settings,
+                trace=loaded.trace,
                 oom_storm=loaded.detectors.oom_storm,
             )
         typical = TypicalPods.from_shapes(
             (pod_shape(p) for p in trace_pods), coverage=loaded.analysis.coverage
         )
+        run = _Run(
+            session=session,
+            sim=sim,
+            info=_run_info(run_id, options),
+            options=options,
+            refused=trace.refused,
+            actions=actions,
+            baseline=baseline,
+        )
         code = asyncio.run(
-            _replay(
-                sim,
-                settings,
-                typical,
-                run_id=run_id,
-                options=options,
-                speed=speed,
-                source=source,
-                metrics_port=metrics_port,
-                as_json=as_json,
-                registry=registry,
-                refused=trace.refused,
-                actions=actions,
-                baseline=baseline,
-                loaded=loaded,
-            )
+            run.replay(typical, speed=speed, metrics_port=metrics_port, as_json=as_json)
         )
     raise typer.Exit(code)
 
@@ -277,157 +266,143 @@ def _check_runnable(
         )
 
 
-async def _replay(
-    sim: SimulatedCluster,
-    settings: StoreSettings,
-    typical: TypicalPods,
-    *,
-    run_id: str,
-    options: ReplayOptions,
-    speed: float,
-    source: str,
-    metrics_port: int | None,
-    as_json: bool,
-    registry: CollectorRegistry,
-    refused: list[Refusal],
-    actions: ActionsChoice,
-    baseline: SimulatedCluster | None,
-    loaded: GpufragSettings,
-) -> int:
-    console = Console(stderr=True)
-    health = Health()  # before the run is recorded: a taken port is the user's
-    serve_health_or_exit(metrics_port, addr="127.0.0.1", registry=registry, health=health)
-    record, sink = await _open_run(
-        settings, run_id, source, options, refused=refused, registry=registry
-    )
-    health.require("store writable", lambda: sink.writable)
-    beat = asyncio.create_task(health.heartbeat())
-    tally = StormTally(loaded.detectors.oom_storm)
-    output = StoreOutput(
-        sink,
+def _run_info(run_id: str, options: ReplayOptions) -> RunInfo:
+    return RunInfo(
         run_id=run_id,
-        on_signal=tally.observe,
-        actuate=sim.actuator.act if options.enforce_actions else None,
+        source=options.source,
+        mode=options.mode.value,
+        policy=options.policy,
+        seed=options.seed,
+        params={
+            "ratio": options.ratio,
+            "time_scale": options.time_scale,
+            "node_limit": options.node_limit,
+            "inject_oom_storms": options.inject_oom_storms,
+        },
     )
-    # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
-    # paper; a live cluster learns it from the pods it sees instead.
-    pipeline = define_pipeline(settings_for(actions, loaded), typical=typical).build()
-    progress = _progress_bar(console)
-    loop = LoopProgress()
-    runner = EmbeddedRunner(
-        source=source_of(sim, loop),
-        output=LoopOutput(output, loop),
-        pipeline=pipeline,
-        pace=_pace(sim.start, speed),
-        on_progress=progress.on_event,
-        registry=registry,
-    )
-    # first: stop the source, store what was emitted; second: the store may be down, so stop
-    # waiting for it and keep the buffered rows in the spool for the next start
-    interrupts = StoreInterrupts(stop=runner.stop, sink=sink, console=console)
-    interrupts.install()
-    console.print(
-        f"replaying {source} ({options.mode.value}, {options.policy}, seed {options.seed}) "
-        f"into {settings.dsn}, run {run_id}; Ctrl-C stops and keeps what was done",
-        highlight=False,
-        soft_wrap=True,
-    )
-    ending = _Ending(sim, runner, output, options, refused, baseline, tally, record)
-    failure: BaseException | None = None
-    ended: tuple[str, dict[str, object], str | None] | None = None
-    try:
-        try:
-            with progress.bar:
-                await runner.run()
-        except Exception as exc:  # recorded on the run, then reported
-            failure = exc
+
+
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    """One replay: the simulation into the session's pipeline, its end and summary."""
+
+    session: Session
+    sim: SimulatedCluster
+    info: RunInfo
+    options: ReplayOptions
+    refused: list[Refusal]
+    actions: ActionsChoice
+    baseline: SimulatedCluster | None
+    wall0: float = field(default_factory=time.monotonic)
+
+    async def replay(
+        self, typical: TypicalPods, *, speed: float, metrics_port: int | None, as_json: bool
+    ) -> int:
+        console = Console(stderr=True)
+        session, sim, options = self.session, self.sim, self.options
+        session.serve_probes(metrics_port, addr="127.0.0.1")  # a taken port is the user's
+        run_id = self.info.run_id
+        async with session.recorded(self.info, replace=True, need_room=True) as (record, sink):
+            if self.refused:  # --skip-bad-rows: what was left out stays in the store, with why
+                await sink.write("dead_letter", [refusal_row(r) for r in self.refused])
+            tally = StormTally(session.settings.detectors.oom_storm)
+            loop = LoopProgress()
+            outputs = session.outputs(
+                run_id,
+                store=sink,
+                actuator=sim.actuator if options.enforce_actions else None,
+                extra=[SignalsTo(tally.observe), LoopNotes(loop)],
+            )
+            # The trace's whole pod list is the expected workload, as in `gpufrag frag` and
+            # the FGD paper; a live cluster learns it from the pods it sees instead.
+            variant = settings_for(self.actions, session.settings)
+            pipeline = session.pipeline(typical=typical, settings=variant).build()
+            progress = _progress_bar(console)
+            runner = EmbeddedRunner(
+                source=source_of(sim, loop),
+                output=outputs,
+                pipeline=pipeline,
+                pace=_pace(sim.start, speed),
+                on_progress=progress.on_event,
+                registry=session.registry,
+            )
+            # first: stop the source, store what was emitted; second: the store may be down,
+            # so stop waiting for it and keep the buffered rows in the spool for the next start
+            interrupts = StoreInterrupts(stop=runner.stop, sink=sink, console=console)
+            interrupts.install()
+            console.print(
+                f"replaying {options.source} ({options.mode.value}, {options.policy}, seed "
+                f"{options.seed}) into {session.store.dsn}, run {run_id}; Ctrl-C stops and "
+                "keeps what was done",
+                highlight=False,
+                soft_wrap=True,
+            )
+            ending = _Ending(self, runner, outputs.named["store"], tally, record)
+            failure: BaseException | None = None
+            ended: tuple[str, dict[str, object], str | None] | None = None
+            try:
+                try:
+                    with progress.bar:
+                        await runner.run()
+                except Exception as exc:  # recorded on the run, then reported
+                    failure = exc
+                if sink.fatal is not None:
+                    # marked failed before the sink spools, which may take what room is left
+                    ended = await ending.write(sink.fatal, store_trouble=True)
+            finally:
+                await interrupts.finish()
+        if sink.fatal is not None:  # the last flush found the disk full
+            ended = ended or await ending.write(sink.fatal, store_trouble=True)
+        elif interrupts.forced:  # the refused write that ended the run is the stop asked for
+            ended = await ending.write(None, store_trouble=True)
+        else:
+            ended = await ending.write(failure, store_trouble=False)
+        status, summary, unrecorded = ended
+        if as_json:
+            typer.echo(orjson.dumps(json_summary(run_id, status, summary)).decode())
+        else:
+            print_summary(run_id, status, options, summary, session.store.dsn or "")
         if sink.fatal is not None:
-            # marked failed before the sink spools, which may take what room is left
-            ended = await ending.write(sink.fatal, store_trouble=True)
-    finally:
-        beat.cancel()
-        await interrupts.finish()
-    if sink.fatal is not None:  # the last flush found the disk full
-        ended = ended or await ending.write(sink.fatal, store_trouble=True)
-    elif interrupts.forced:  # the refused write that ended the run is the stop asked for
-        ended = await ending.write(None, store_trouble=True)
-    else:
-        ended = await ending.write(failure, store_trouble=False)
-    status, summary, unrecorded = ended
-    if as_json:
-        typer.echo(orjson.dumps(json_summary(run_id, status, summary)).decode())
-    else:
-        print_summary(run_id, status, options, summary, settings.dsn or "")
-    if sink.fatal is not None:
-        sink.fatal.add(_disk_full_end(unrecorded))
-        raise sink.fatal
-    if unrecorded is not None:
-        console.print(unrecorded, highlight=False, soft_wrap=True)
-    if interrupts.forced:
-        interrupts.report_forced()
-    if failure is not None and not interrupts.forced:
-        raise failure
-    return 130 if runner.interrupted else 0
-
-
-async def _open_run(
-    settings: StoreSettings,
-    run_id: str,
-    source: str,
-    options: ReplayOptions,
-    *,
-    refused: list[Refusal],
-    registry: CollectorRegistry,
-) -> tuple[RunRecord, ClickHouseSink]:
-    """The run recorded as running and its sink started; the store is closed again if either
-    fails (the record owns it from then on and closes it at the end)."""
-    store: Store = await asyncio.to_thread(open_history, settings)
-    try:
-        await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
-        record = RunRecord(store, run_id, datetime.now(UTC), source, options)
-        await record.start()
-        if refused:  # --skip-bad-rows: what was left out stays in the store, with why
-            rows = [refusal_row(r) for r in refused]
-            await asyncio.to_thread(store.insert, "dead_letter", rows)
-        sink = ClickHouseSink(lambda: open_store(settings), settings, registry=registry)
-        await sink.start()
-    except BaseException:
-        await asyncio.to_thread(store.close)
-        raise
-    return record, sink
+            sink.fatal.add(_disk_full_end(unrecorded))
+            raise sink.fatal
+        if unrecorded is not None:
+            console.print(unrecorded, highlight=False, soft_wrap=True)
+        if interrupts.forced:
+            interrupts.report_forced()
+        if failure is not None and not interrupts.forced:
+            raise failure
+        return 130 if runner.interrupted else 0
 
 
 @dataclass(slots=True)
 class _Ending:
     """What a replay's end needs: its summary and the run's last row."""
 
-    sim: SimulatedCluster
+    run: _Run
     runner: EmbeddedRunner
-    output: StoreOutput
-    options: ReplayOptions
-    refused: list[Refusal]
-    baseline: SimulatedCluster | None
+    output: OutputSink
     tally: StormTally
     record: RunRecord
-    wall0: float = field(default_factory=time.monotonic)
 
     async def write(
         self, failure: BaseException | None, *, store_trouble: bool
     ) -> tuple[str, dict[str, object], str | None]:
         """The status and summary, written as the run's end; the third item is the line
         saying the end could not be written (see RunRecord.end)."""
-        sim, runner = self.sim, self.runner
+        run, runner = self.run, self.runner
+        assert isinstance(self.output, StoreOutput)
+        sim = run.sim
         summary = summary_of(
-            sim, runner, self.output, self.options, elapsed_s=time.monotonic() - self.wall0
+            sim, runner, self.output, run.options, elapsed_s=time.monotonic() - run.wall0
         )
-        summary["refused_rows"] = len(self.refused)
-        summary.update(action_summary(sim, self.baseline, self.output, runner.pipeline.acting))
+        summary["refused_rows"] = len(run.refused)
+        summary.update(action_summary(sim, run.baseline, self.output, runner.pipeline.acting))
         storms = sim.injector.storms if sim.injector is not None else []
         summary.update(self.tally.counts(storms).as_summary())
-        status = "failed" if failure else ("interrupted" if runner.interrupted else "finished")
-        if failure is not None:
-            summary["error"] = f"{type(failure).__name__}: {failure}"
-        unrecorded = await self.record.end(status, summary, store_trouble=store_trouble)
+        status = status_of(failure, interrupted=runner.interrupted)
+        unrecorded = await self.record.end(
+            status, summary, failure=failure, store_trouble=store_trouble, merge=True
+        )
         return status, summary, unrecorded
 
 

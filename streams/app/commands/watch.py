@@ -17,18 +17,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from aiokafka.errors import KafkaError
-from prometheus_client import CollectorRegistry
 from rich.console import Console
 
 from connectors.alerts import sinks_from
-from models import GpufragSettings, StoreSettings
 from streams.app.alert_feed import NO_SINK
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
-from streams.app.history import store_settings
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health, serve_health_or_exit
-from streams.app.settings_load import load_settings
+from streams.app.session import Session
 
 if TYPE_CHECKING:
     from streams.app.live.sources import SourcePlan
@@ -113,7 +109,8 @@ def watch(
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    settings = load_settings()
+    session = Session("watch", store=store)
+    settings = session.settings
     urls = tuple(dict.fromkeys((*settings.dcgm.endpoints, *(dcgm or ()))))
     discover = settings.dcgm.discover if dcgm_discover is None else dcgm_discover
     if not (kube or urls or discover or nvml):
@@ -140,20 +137,15 @@ def watch(
         dcgm_discover=discover,
         nvml_node=(node or settings.nvml.node or socket.gethostname()) if nvml else None,
     )
-    registry = CollectorRegistry()
-    health = Health()
-    serve_health_or_exit(metrics_port, addr=metrics_addr, registry=registry, health=health)
+    session.serve_probes(metrics_port, addr=metrics_addr)
     with user_errors():
         try:
             code = asyncio.run(
                 _watch(
                     plan,
                     kind,
-                    settings=settings,
+                    session=session,
                     kafka=Bus.resolve(bootstrap, prefix),
-                    store=store_settings(store) if kind is BusKind.EMBEDDED else None,
-                    registry=registry,
-                    health=health,
                     duration_s=duration_s,
                     alerts=alerts,
                 )
@@ -176,11 +168,8 @@ async def _watch(
     plan: SourcePlan,
     kind: BusKind,
     *,
-    settings: GpufragSettings,
+    session: Session,
     kafka: Bus,
-    store: StoreSettings | None,
-    registry: CollectorRegistry,
-    health: Health,
     duration_s: float | None,
     alerts: bool,
 ) -> int:
@@ -192,25 +181,24 @@ async def _watch(
 
     console = Console(stderr=True)
     stop = asyncio.Event()
+    settings, registry = session.settings, session.registry
     async with contextlib.AsyncExitStack() as stack:
         refusals = RefusalLog(registry=registry)  # one per process: every source refuses here
         sources = await build_sources(plan, settings, registry, stack, refusals=refusals)
         names = ", ".join(s.name for s in sources)
         metrics = LiveMetrics(registry)
-        if store is not None:
-            console.print(f"watching {names} into {store.dsn}", highlight=False, soft_wrap=True)
+        if kind is BusKind.EMBEDDED:
+            dsn = session.store.dsn
+            console.print(f"watching {names} into {dsn}", highlight=False, soft_wrap=True)
             return await watch_to_store(
                 sources,
-                settings=settings,
-                store=store,
-                registry=registry,
+                session=session,
                 refusals=refusals,
                 metrics=metrics,
                 stop=stop,
                 duration_s=duration_s,
                 console=console,
                 alerts=settings.alerts if alerts else None,
-                health=health,
             )
         console.print(
             f"watching {names} onto {kafka.bootstrap} (prefix {kafka.prefix!r})",
@@ -225,5 +213,5 @@ async def _watch(
             metrics=metrics,
             stop=stop,
             duration_s=duration_s,
-            health=health,
+            health=session.health,
         )

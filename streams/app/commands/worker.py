@@ -9,19 +9,16 @@ from typing import Annotated
 
 import faust
 import typer
-from prometheus_client import CollectorRegistry
 
 from connectors.trace.alibaba_csv import read_pods
 from streams.app.bus import Bus
 from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health, serve_health_or_exit
-from streams.app.settings_load import load_settings
+from streams.app.session import Session
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
-from streams.pipeline import define_pipeline
 
 
 def worker(
@@ -43,7 +40,8 @@ def worker(
 ) -> None:
     """Run one worker: profile join per pod and per node, and the cluster view, over Kafka.
     Start several with the same --app-id to split the partitions between them."""
-    settings = load_settings()
+    session = Session("worker")
+    settings = session.settings
     bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         typical = None
@@ -59,13 +57,12 @@ def worker(
         prefix=bus.prefix,
         replication=bus.replication,
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
-        pipeline=define_pipeline(settings, typical=typical),
+        pipeline=session.pipeline(typical=typical),
         max_source_lag_s=settings.kafka.max_source_lag_s,
     )
     app, stats = build_app(cfg)
-    registry = CollectorRegistry()
-    registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
-    health = Health()  # Faust runs the loop: /livez answers while the process serves
-    health.require("partitions assigned", lambda: bool(app.consumer.assignment()))
-    serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
+    session.registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
+    # Faust runs the loop: /livez answers while the process serves
+    session.health.require("partitions assigned", lambda: bool(app.consumer.assignment()))
+    session.serve_probes(metrics_port, addr="0.0.0.0")
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()

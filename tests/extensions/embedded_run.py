@@ -1,0 +1,39 @@
+"""Events from a JSON-lines file through the embedded runner into a store, run as its own
+process the way a `gpufrag` command runs (the session reads the settings, so the plugins in
+``GPUFRAG_PLUGINS`` are imported and registered there, and nowhere in the test's process).
+
+Usage: ``python -m tests.extensions.embedded_run EVENTS DSN SIGNALS_OUT``; the signals it
+emitted are written to SIGNALS_OUT, one JSON object a line."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from models import Envelope, Signal, from_json, to_json
+from streams.app.outputs import SignalsTo
+from streams.app.run_record import RunInfo, status_of
+from streams.app.session import Session
+from streams.runner.embedded import EmbeddedRunner
+
+
+async def run(events: Path, dsn: str, signals_out: Path) -> None:
+    envs = [from_json(Envelope, line) for line in events.read_bytes().splitlines() if line]
+    session = Session("test-embedded", store=dsn)
+    info = RunInfo(run_id="extension", source=f"file:{events.name}", mode="test")
+    emitted: list[Signal] = []
+    async with session.recorded(info) as (record, sink):
+        outputs = session.outputs(info.run_id, store=sink, extra=[SignalsTo(emitted.append)])
+        pipeline = session.pipeline().build()
+        runner = EmbeddedRunner(
+            source=iter(envs), output=outputs, pipeline=pipeline, registry=session.registry
+        )
+        await runner.run()
+        await sink.stop()
+        await record.end(status_of(sink.fatal), {"events": runner.processed})
+    signals_out.write_bytes(b"".join(to_json(s) + b"\n" for s in emitted))
+
+
+if __name__ == "__main__":
+    asyncio.run(run(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])))
