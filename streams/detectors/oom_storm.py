@@ -120,7 +120,7 @@ class OomStorm(Detector[OomStormSettings]):
         now = self.view.now
         out: list[Signal] = []
         for sig in signals:
-            if sig.kind is SignalKind.NEAR_MEMORY_LIMIT and sig.state == "open" and now:
+            if sig.kind == SignalKind.NEAR_MEMORY_LIMIT and sig.state == "open" and now:
                 pod = sig.scope_id
                 if pod in self.view.tasks:
                     for scope, scope_id in self._scopes_of(pod):

@@ -38,7 +38,7 @@ class StormTally:
     opened: list[Signal] = field(default_factory=list)
 
     def observe(self, signal: Signal) -> None:
-        if signal.kind is SignalKind.OOM_STORM and signal.state == "open":
+        if signal.kind == SignalKind.OOM_STORM and signal.state == "open":
             self.opened.append(signal)
 
     def counts(self, storms: list[InjectedStorm]) -> StormCounts:

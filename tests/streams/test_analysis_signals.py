@@ -176,7 +176,7 @@ def test_cluster_fragmentation_hysteresis(ratios: list[int], states: list[str | 
         gpus = tuple([100] * f + [1000] * u)
         out = a.apply(NodeProfileUpdate("n1", node("n1", gpus=gpus), at(step)))
         out += a.advance(at(step))
-        got = [s.state for s in out if s.kind is SignalKind.FRAGMENTATION]
+        got = [s.state for s in out if s.kind == SignalKind.FRAGMENTATION]
         assert got == ([] if states[step] is None else [states[step]]), (step, ratio)
 
 
