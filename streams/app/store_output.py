@@ -99,7 +99,7 @@ class StoreOutput:
                 self.on_signal(out)
             return [("signals", signal_row(run, out))]
         if isinstance(out, Action):
-            per_kind = self.action_counts.setdefault(out.kind.value, {})
+            per_kind = self.action_counts.setdefault(str(out.kind), {})
             per_kind[out.outcome.value] = per_kind.get(out.outcome.value, 0) + 1
             if self.on_action is not None:
                 self.on_action(out)

@@ -295,6 +295,10 @@ async def _replay(
     loaded: GpufragSettings,
 ) -> int:
     console = Console(stderr=True)
+    # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
+    # paper; a live cluster learns it from the pods it sees instead. Built before the run is
+    # recorded: a planner name nothing registered is the user's to fix, not an abandoned run.
+    pipeline = define_pipeline(settings_for(actions, loaded), typical=typical).build()
     health = Health()  # before the run is recorded: a taken port is the user's
     serve_health_or_exit(metrics_port, addr="127.0.0.1", registry=registry, health=health)
     record, sink = await _open_run(
@@ -309,9 +313,6 @@ async def _replay(
         on_signal=tally.observe,
         actuate=sim.actuator.act if options.enforce_actions else None,
     )
-    # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the FGD
-    # paper; a live cluster learns it from the pods it sees instead.
-    pipeline = define_pipeline(settings_for(actions, loaded), typical=typical).build()
     progress = _progress_bar(console)
     loop = LoopProgress()
     runner = EmbeddedRunner(
