@@ -13,7 +13,17 @@ from pydantic import Field, model_validator
 from models.http_url import HttpUrlText
 from models.settings_group import Group as _Group
 
-__all__ = ["ActuatorSettings", "AlertSettings", "GuardrailSettings", "PlannerSettings"]
+__all__ = [
+    "ActuatorSettings",
+    "AlertSettings",
+    "GuardrailSettings",
+    "PlannerName",
+    "PlannerSettings",
+]
+
+PlannerName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+"""A planner's registered name: an identifier, checked against the registry when the
+planners are built (``models`` cannot see what a plugin registers)."""
 
 
 class PlannerSettings(_Group):
@@ -38,13 +48,11 @@ class PlannerSettings(_Group):
     movable_max_gpu_milli: Annotated[int, Field(ge=1)] = 1000
     """A pod consolidation may move holds at most this much GPU (a card): moving a big job
     costs more than the one it makes room for."""
-    enabled: tuple[Literal["reclaim", "consolidate", "quarantine", "evict_aggressor"], ...] = (
-        "consolidate",
-        "reclaim",
-        "quarantine",
-        "evict_aggressor",
-    )
-    """Planners that run. For one pending pod consolidation is tried before reclaim: it
+    enabled: tuple[PlannerName, ...] = ("consolidate", "reclaim", "quarantine", "evict_aggressor")
+    """Planners that run, by their registered names (the product's four, and any a plugin
+    registers, see ``plugins``); a name nothing registered stops the command with the known
+    names listed. Planners that answer the same signal kind are asked in this order, the
+    first plan winning: for one pending pod consolidation is tried before reclaim, since it
     moves pods instead of ending them."""
 
 

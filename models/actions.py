@@ -5,19 +5,56 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import BeforeValidator, Field, JsonValue, model_validator
 
 from models.base import Frozen, UtcDatetime
 from models.signals import FINGERPRINT_PATTERN, Scope
 
-__all__ = ["ANSWERED_BY_THE_CLUSTER", "Action", "ActionKind", "ActionMode", "ActionOutcome"]
+__all__ = [
+    "ACTION_KIND_PATTERN",
+    "ANSWERED_BY_THE_CLUSTER",
+    "Action",
+    "ActionKind",
+    "ActionKindName",
+    "ActionMode",
+    "ActionOutcome",
+    "action_kind",
+]
 
 
 class ActionKind(StrEnum):
+    """The product's own planners' kinds. An extension's planner names its own kind (any
+    identifier, see ``ActionKindName``) without editing this enum."""
+
     RECLAIM = "reclaim"
     CONSOLIDATE = "consolidate"
     QUARANTINE = "quarantine"
     EVICT_AGGRESSOR = "evict_aggressor"
+
+
+ACTION_KIND_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
+"""An action kind: lower-case letters, digits and '_', as the store's ``kind`` column, the
+metrics' labels and ``gpufrag actions --kind`` take it."""
+
+
+def action_kind(value: object) -> object:
+    """A built-in kind's name becomes its ``ActionKind`` member (so ``kind is
+    ActionKind.RECLAIM`` holds after a round trip through JSON); any other string is left for
+    the pattern to judge."""
+    if isinstance(value, str) and not isinstance(value, ActionKind):
+        try:
+            return ActionKind(value)
+        except ValueError:
+            return value
+    return value
+
+
+ActionKindName = Annotated[
+    ActionKind | Annotated[str, Field(pattern=ACTION_KIND_PATTERN)],
+    BeforeValidator(action_kind),
+]
+"""Why an action was taken, in its planner's terms: a built-in ``ActionKind`` or an
+extension's own kind name."""
 
 
 class ActionMode(StrEnum):
@@ -50,7 +87,7 @@ class Action(Frozen):
     the trail shows what gpufrag would have done and why it did not."""
 
     id: Annotated[str, Field(min_length=1)]
-    kind: ActionKind
+    kind: ActionKindName
     mode: ActionMode = ActionMode.DRY_RUN
     outcome: ActionOutcome
     target_scope: Scope

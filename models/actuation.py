@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from models.actions import ActionKind, ActionMode
+from models.actions import ActionKindName, ActionMode
 from models.base import Frozen
 from models.signals import FINGERPRINT_PATTERN, Scope
 
@@ -42,7 +42,7 @@ _Name = Annotated[str, Field(min_length=1, max_length=253)]
 class _Request(Frozen):
     id: Annotated[str, Field(min_length=1, max_length=256)]
     """The action id: the actuator acts at most once per id (see README, "Actuator")."""
-    kind: ActionKind
+    kind: ActionKindName
     """Why, in the planner's terms (reclaim, quarantine, ...); the request type says how."""
     mode: ActionMode = ActionMode.DRY_RUN
     """What the planner asks for; a dry-run actuator records enforce requests as proposals."""

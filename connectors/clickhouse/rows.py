@@ -244,7 +244,7 @@ def action_row(run_id: str, action: Action) -> Row:
     return {
         "run_id": run_id,
         "id": action.id,
-        "kind": action.kind.value,
+        "kind": str(action.kind),
         "mode": action.mode.value,
         "outcome": action.outcome.value,
         "target_scope": action.target_scope.value,

@@ -50,7 +50,7 @@ class StoreOutput:
             per_kind[signal.state] = per_kind.get(signal.state, 0) + 1
             add("signals", signal_row(run, signal))
         for action in item.actions():
-            per_kind = self.action_counts.setdefault(action.kind.value, {})
+            per_kind = self.action_counts.setdefault(str(action.kind), {})
             per_kind[action.outcome.value] = per_kind.get(action.outcome.value, 0) + 1
             add("actions", action_row(run, action))
         for report in item.reports():

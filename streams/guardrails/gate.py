@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from models import ActionKind, ActionMode
+from models import ActionMode
+from models.actions import ActionKindName
 from models.settings import GuardrailSettings
 from streams.guardrails.gate_refusals import (
     BreakerOpen,
@@ -30,18 +31,18 @@ from streams.guardrails.gate_refusals import (
 )
 from streams.guardrails.ledger import Eviction, Ledger
 
-__all__ = ["EVICTING", "Candidate", "Decision", "Gate"]
-
-EVICTING = frozenset({ActionKind.RECLAIM, ActionKind.CONSOLIDATE, ActionKind.EVICT_AGGRESSOR})
-"""Kinds that evict a pod (a consolidation moves one by evicting it); quarantine cordons."""
+__all__ = ["Candidate", "Decision", "Gate", "never_evicted"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
-    """One proposed action with the facts the filters need."""
+    """One proposed action with the facts the filters need. It evicts when it names a pod
+    (a consolidation moves one by evicting it); without a pod it changes its node (a cordon,
+    a taint). The filters go by that, not by the kind, so an extension's planner is held to
+    the same limits without registering its kind anywhere."""
 
     action_id: str
-    kind: ActionKind
+    kind: ActionKindName
     at: datetime
     pod: str | None = None
     """"namespace/name" of the pod it evicts."""
@@ -57,7 +58,7 @@ class Candidate:
 
     @property
     def evicts(self) -> bool:
-        return self.kind in EVICTING and self.pod is not None
+        return self.pod is not None
 
     @property
     def namespace(self) -> str | None:
@@ -80,14 +81,23 @@ class Decision:
 Filter = Callable[[GuardrailSettings, Ledger, Candidate], GateRefusal | None]
 
 
-def protected(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
-    ns = c.namespace
-    return ProtectedNamespace(namespace=ns) if c.evicts and ns in s.protected_namespaces else None
+def never_evicted(
+    s: GuardrailSettings, *, pod: str, labels: Mapping[str, str]
+) -> ProtectedNamespace | ExemptPod | None:
+    """Why the pod ``pod`` ("namespace/name") may never be evicted, whatever the plan: its
+    namespace is protected, or it carries the exempt label (any value but "false"). The one
+    judgement of both: the gate's filter below, and the planners, which leave such pods out
+    of their searches rather than build plans the gate would refuse."""
+    namespace = pod.split("/", 1)[0]
+    if namespace in s.protected_namespaces:
+        return ProtectedNamespace(namespace=namespace)
+    if labels.get(s.exempt_label) not in (None, "false"):
+        return ExemptPod(label=s.exempt_label)
+    return None
 
 
-def exempt(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
-    value = c.labels.get(s.exempt_label)
-    return ExemptPod(label=s.exempt_label) if c.evicts and value not in (None, "false") else None
+def untouchable(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
+    return None if c.pod is None else never_evicted(s, pod=c.pod, labels=c.labels)
 
 
 def priority_gap(s: GuardrailSettings, _: Ledger, c: Candidate) -> GateRefusal | None:
@@ -124,13 +134,13 @@ def rate(s: GuardrailSettings, led: Ledger, c: Candidate) -> GateRefusal | None:
     return None
 
 
-FILTERS: tuple[Filter, ...] = (protected, exempt, priority_gap, cooling, rate)
+FILTERS: tuple[Filter, ...] = (untouchable, priority_gap, cooling, rate)
 
 
 def _cooldown_keys(c: Candidate) -> list[str]:
     """What an action cools down: an eviction its pod and job (not its node: the node limit
-    counts those), a quarantine its node."""
-    if c.kind is ActionKind.QUARANTINE:
+    counts those), a node change (a quarantine) its node."""
+    if not c.evicts:
         return [] if c.node is None else [f"node:{c.node}"]
     keys = []
     if c.pod is not None:

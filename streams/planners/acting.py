@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from datetime import datetime
+from typing import NamedTuple
 
 from pydantic import JsonValue
 
-from models import Action, ActionKind, ActionMode, ActionOutcome, Signal, SignalKind
+from models import Action, ActionMode, ActionOutcome, Signal
 from models.actuation import (
     QUARANTINE_TAINT,
     ActionRequest,
@@ -29,14 +30,12 @@ from models.actuation import (
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster.view import ClusterView
 from streams.guardrails.gate import Candidate, Gate
-from streams.planners.aggressor import EvictAggressor
+from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
-from streams.planners.consolidate import Consolidate
-from streams.planners.plan import Plan, Planner
-from streams.planners.quarantine import Quarantine
-from streams.planners.reclaim import Reclaim
+from streams.planners.plan import Plan, Planner, StatefulPlanner
+from streams.planners.registry import PLANNERS, PlannerInputs
 
-__all__ = ["Acting", "ActingOutput"]
+__all__ = ["Acting", "ActingOutput", "SignalsAt"]
 
 log = logging.getLogger(__name__)
 ActingOutput = Action | ActionRequest
@@ -49,37 +48,79 @@ NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | ty
 }
 
 
+class SignalsAt(NamedTuple):
+    """One evaluated instant, as ``Acting.apply`` takes it: its time, the signals that changed
+    and the cluster view after them."""
+
+    at: datetime
+    signals: list[Signal]
+    view: ClusterView
+
+
 class Acting:
+    """An operator in the sense of ``streams.operator``: ``apply`` takes one evaluated instant
+    (``on_signals`` is the same call, unpacked); ``advance``, ``next_due`` and ``flush`` have
+    nothing to do, since nothing in it falls due by time alone (the gate's windows and
+    cooldowns are read when it is next asked) and every plan is decided at its instant.
+
+    ``snapshot``/``restore`` differ from the contract: the state is one small JSON document
+    (the gate's ledger, and each stateful planner's state under its name), handed out whole
+    and stored by the hosts as one entry, not as changed entries in bytes, since it is a few
+    kilobytes and changes only when an action is planned."""
+
     def __init__(self, *, planners: PlannerSettings, guardrails: GuardrailSettings) -> None:
+        PLANNERS.check(planners.enabled)
         self.settings = planners
         self.guardrails = guardrails
         self.gate = Gate(guardrails)
-        self.quarantine = Quarantine()
-        held = HeldCache()  # one walk of the nodes' pods serves both pending-pod planners
-        built: dict[str, Planner] = {
-            "consolidate": Consolidate(settings=planners, guardrails=guardrails, cache=held),
-            "reclaim": Reclaim(settings=planners, guardrails=guardrails, cache=held),
-            "quarantine": self.quarantine,
-            "evict_aggressor": EvictAggressor(guardrails=guardrails),
-        }
-        self.for_pending = [built[n] for n in planners.enabled if n in ("consolidate", "reclaim")]
-        self.quarantining = "quarantine" in planners.enabled
-        self.aggressors = (
-            built["evict_aggressor"] if "evict_aggressor" in planners.enabled else None
-        )
+        inputs = PlannerInputs(settings=planners, guardrails=guardrails, held=HeldCache())
+        self.planners: dict[str, Planner] = {}
+        """The enabled planners by name, in the order ``enabled`` lists them."""
+        self.routes: dict[str, list[Planner]] = {}
+        """Signal kind -> the planners asked about it, in that order."""
+        eviction_only: dict[str, bool] = {}
+        for name in dict.fromkeys(planners.enabled):
+            entry = PLANNERS.get(name)
+            planner = self.planners[name] = entry.build(inputs)
+            for kind in sorted(entry.answers):
+                self.routes.setdefault(kind, []).append(planner)
+                eviction_only[kind] = eviction_only.get(kind, True) and entry.evicts_only
+        self.spent_skips = frozenset(k for k, only in eviction_only.items() if only)
+        """Kinds not planned for while the cluster-wide eviction limit is used up (see
+        ``PlannerEntry.evicts_only``)."""
         self.unplanned = 0
-        """Pending-pod signals not planned for while the cluster-wide eviction limit was
-        used up (counted, not recorded: no plan, so no action to refuse)."""
+        """Signals not planned for while the cluster-wide eviction limit was used up
+        (counted, not recorded: no plan, so no action to refuse)."""
         self.errors = 0
         """Signals a planner failed on (logged; the signal itself is kept)."""
+        self._now: datetime | None = None
 
     @property
     def on(self) -> bool:
         return self.guardrails.mode != "off"
 
+    @property
+    def now(self) -> datetime | None:
+        return self._now
+
+    def apply(self, item: SignalsAt) -> list[ActingOutput]:
+        return self.on_signals(item.at, item.signals, item.view)
+
+    def advance(self, event_time: datetime) -> list[ActingOutput]:
+        if self._now is None or event_time > self._now:
+            self._now = event_time
+        return []
+
+    def next_due(self) -> datetime | None:
+        return None
+
+    def flush(self) -> list[ActingOutput]:
+        return []
+
     def on_signals(
         self, at: datetime, signals: list[Signal], view: ClusterView
     ) -> list[ActingOutput]:
+        self.advance(at)
         if not self.on:
             return []
         out: list[ActingOutput] = []
@@ -95,21 +136,18 @@ class Acting:
         return out
 
     def _plan(self, signal: Signal, view: ClusterView, at: datetime) -> Plan | None:
-        if signal.kind == SignalKind.UNPLACEABLE_PENDING:
-            if self.for_pending and self.gate.evictions_left(at) == 0:
-                # every plan for it evicts, and the cluster's limit would refuse it: a search
-                # (tens of ms on a thousand nodes) for a certain refusal is not made
-                self.unplanned += 1
-                return None
-            for planner in self.for_pending:
-                plan = planner.plan(signal, view)
-                if plan is not None:
-                    return plan
+        route = self.routes.get(signal.kind)
+        if not route:
             return None
-        if signal.kind == SignalKind.GPU_UNHEALTHY and self.quarantining:
-            return self.quarantine.plan(signal, view)
-        if signal.kind == SignalKind.OOM_STORM and self.aggressors is not None:
-            return self.aggressors.plan(signal, view)
+        if signal.kind in self.spent_skips and self.gate.evictions_left(at) == 0:
+            # every plan for it evicts, and the cluster's limit would refuse it: a search
+            # (tens of ms on a thousand nodes) for a certain refusal is not made
+            self.unplanned += 1
+            return None
+        for planner in route:
+            plan = planner.plan(signal, view)
+            if plan is not None:
+                return plan
         return None
 
     def _decide(self, plan: Plan, at: datetime) -> list[ActingOutput]:
@@ -167,25 +205,30 @@ class Acting:
         return out
 
     def snapshot(self) -> dict[str, object]:
-        return {"gate": self.gate.snapshot(), "quarantine": self.quarantine.snapshot()}
+        """The whole state: ``gate``, and each stateful planner's under its name."""
+        out: dict[str, object] = {"gate": self.gate.snapshot()}
+        for name, planner in self.planners.items():
+            if isinstance(planner, StatefulPlanner):
+                out[name] = planner.snapshot()
+        return out
 
     def restore(self, raw: dict[str, object]) -> None:
         gate = raw.get("gate")
         if isinstance(gate, dict):
             self.gate.restore(gate)
-        quarantined = raw.get("quarantine")
-        if isinstance(quarantined, dict):
-            self.quarantine.restore({str(k): list(v) for k, v in quarantined.items()})
+        for name, planner in self.planners.items():
+            if isinstance(planner, StatefulPlanner) and name in raw:
+                planner.restore(raw[name])
 
 
 def _plan_id(plan: Plan, at: datetime) -> str:
     """Stable for the same plan at the same event time, so a replayed or re-delivered instant
     asks the actuator for the same ids and it acts once."""
     h = hashlib.sha256()
-    h.update(f"{plan.kind.value}|{plan.signal.fingerprint}|{at.isoformat()}|".encode())
+    h.update(f"{plan.kind}|{plan.signal.fingerprint}|{at.isoformat()}|".encode())
     h.update("|".join(t.key for t in plan.evictions).encode())
     h.update("|".join(plan.node_ops).encode())
-    return f"{plan.kind.value}-{h.hexdigest()[:16]}"
+    return f"{plan.kind}-{h.hexdigest()[:16]}"
 
 
 def _requests(plan: Plan, plan_id: str) -> list[ActionRequest]:
@@ -234,7 +277,7 @@ def _candidate(plan: Plan, request: ActionRequest, at: datetime) -> Candidate:
         )
     return Candidate(
         action_id=request.id,
-        kind=ActionKind.QUARANTINE,
+        kind=plan.kind,
         at=at,
         node=plan.node,
         signal=plan.signal.fingerprint,

@@ -8,6 +8,7 @@ from models.settings import GuardrailSettings
 from streams.cluster.view import ClusterView
 from streams.planners.candidates import evictable
 from streams.planners.plan import Plan
+from streams.planners.registry import PlannerInputs, register_planner
 
 __all__ = ["EvictAggressor"]
 
@@ -17,6 +18,11 @@ class EvictAggressor:
 
     def __init__(self, *, guardrails: GuardrailSettings) -> None:
         self.guardrails = guardrails
+
+    @classmethod
+    def of(cls, inputs: PlannerInputs) -> EvictAggressor:
+        """The registry's builder."""
+        return cls(guardrails=inputs.guardrails)
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
         if signal.kind != SignalKind.OOM_STORM or signal.state != "open":
@@ -50,3 +56,6 @@ class EvictAggressor:
                 "lowest_victim_priority": lowest,
             },
         )
+
+
+register_planner("evict_aggressor", EvictAggressor.of, answers=[SignalKind.OOM_STORM])

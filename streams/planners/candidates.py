@@ -2,7 +2,8 @@
 
 The gate still checks every action; these filters only keep a planner from building a plan
 the gate would refuse for a reason no search can change (a protected namespace, the exempt
-label, a priority too close).
+label, a priority too close). The first two are the gate's own judgement
+(``streams.guardrails.gate.never_evicted``), asked here, not restated.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from models import TaskProfile
 from models.settings import GuardrailSettings
 from streams.cluster.queues import QueueView, queue_view, task_amounts
 from streams.cluster.view import ClusterView
-from streams.planners.whatif import HOLDING, cards_of
+from streams.guardrails.gate import never_evicted
+from streams.planners.trial_capacity import HOLDING, cards_of
 
 __all__ = ["Held", "HeldCache", "evictable", "held_on", "quotas_of"]
 
@@ -34,10 +36,8 @@ class Held:
 
 
 def evictable(task: TaskProfile, guardrails: GuardrailSettings) -> bool:
-    namespace = task.key.split("/", 1)[0]
-    if namespace in guardrails.protected_namespaces:
-        return False
-    return task.labels.get(guardrails.exempt_label) in (None, "false")
+    """Whether the gate could ever let ``task`` be evicted (limits and cooldowns aside)."""
+    return never_evicted(guardrails, pod=task.key, labels=task.labels) is None
 
 
 def _borrowing(quotas: QueueView | None, task: TaskProfile) -> bool:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import numpy as np
 from pydantic import JsonValue
 
-from models import ActionKind, Signal, TaskProfile
+from models import ActionKind, Signal, SignalKind, TaskProfile
 from streams.cluster.view import ClusterView
 from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
-from streams.planners.candidates import Held, evictable, held_on, quotas_of
+from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
 from streams.planners.reclaim import pending_of
+from streams.planners.registry import register_planner
 from streams.planners.search import Found, Searching, fewest
-from streams.planners.whatif import NodeRoom, Scratch, could_host, simple_request
+from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 
 __all__ = ["Consolidate"]
 
@@ -113,28 +114,18 @@ class Consolidate(Searching):
         """Per node, the pods that could move: small, not above the job's priority, allowed
         to be evicted, and with room on some other node as the cluster is now (a pod with
         nowhere to go is in no plan: ``Elsewhere`` rules those out once a set fits the node)."""
-        s, g = self.settings, self.guardrails
-        blocked = hard_blocked(scratch.index, task)
-        quotas = quotas_of(scratch.view)
-        rooms: dict[int, NodeRoom] = {}
-        pools: dict[int, list[Held]] = {}
-        for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
-            name = scratch.index.names[slot] or ""
-            room = scratch.room(slot)
-            if room is None:
-                continue
-            pool = [
-                h
-                for h in held_on(scratch.view, name, quotas=quotas, cache=self.cache)
-                if h.task.priority <= task.priority
+        s = self.settings
+        return self.candidates(
+            task,
+            scratch,
+            quotas=quotas_of(scratch.view),
+            keep=lambda h: (
+                h.task.priority <= task.priority
                 and 0 < h.task.requests.total_gpu_milli <= s.movable_max_gpu_milli
                 and simple_request(h.task.requests)
-                and evictable(h.task, g)
-            ]
-            if pool:
-                pool.sort(key=lambda h: (h.task.requests.total_gpu_milli, h.task.priority, h.key))
-                rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]
-        return rooms, pools
+            ),
+            order=lambda h: (h.task.requests.total_gpu_milli, h.task.priority, h.key),
+        )
 
 
 class Elsewhere:
@@ -176,3 +167,8 @@ class Elsewhere:
             share = np.where(self.fixed < 0, r.gpu_milli, self.fixed)
             ok &= self.by_rank[:, r.gpu_count - 1] >= share
         return ok
+
+
+register_planner(
+    "consolidate", Consolidate.of, answers=[SignalKind.UNPLACEABLE_PENDING], evicts_only=True
+)

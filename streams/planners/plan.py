@@ -7,21 +7,24 @@ eviction or node change (``acting.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-from models import ActionKind, Signal, TaskProfile
+from models import Signal, TaskProfile
+from models.actions import ActionKindName
 from streams.cluster.view import ClusterView
 
-__all__ = ["NodeOp", "Plan", "Planner"]
+__all__ = ["NodeOp", "Plan", "Planner", "StatefulPlanner"]
 
 NodeOp = Literal["cordon", "taint", "uncordon", "untaint"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    kind: ActionKind
+    kind: ActionKindName
+    """A built-in ``ActionKind``, or an extension's own kind name: it is the audit records'
+    ``kind`` and what ``gpufrag actions --kind`` selects."""
     signal: Signal
     reason: str
     evictions: tuple[TaskProfile, ...] = ()
@@ -41,3 +44,18 @@ class Planner(Protocol):
     name: str
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None: ...
+
+
+@runtime_checkable
+class StatefulPlanner(Planner, Protocol):
+    """A planner that remembers between signals (quarantine: which faults hold a node).
+    ``Acting`` keeps its state under the planner's name, so a restarted worker lifts what it
+    quarantined before."""
+
+    def snapshot(self) -> object:
+        """Its state as JSON-ready values."""
+        ...
+
+    def restore(self, raw: object) -> None:
+        """Take back what ``snapshot`` gave, as JSON read it back."""
+        ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 from models import ActionKind, Scope, Signal, SignalKind
 from streams.cluster.view import ClusterView
 from streams.planners.plan import Plan
+from streams.planners.registry import register_planner
 
 __all__ = ["Quarantine", "quarantined_node"]
 
@@ -68,5 +69,10 @@ class Quarantine:
     def snapshot(self) -> dict[str, list[str]]:
         return {n: sorted(fps) for n, fps in sorted(self.faults.items())}
 
-    def restore(self, raw: dict[str, list[str]]) -> None:
-        self.faults = {n: set(fps) for n, fps in raw.items()}
+    def restore(self, raw: object) -> None:
+        """Take back what ``snapshot`` gave, as JSON read it back: node -> fingerprints."""
+        if isinstance(raw, dict):
+            self.faults = {str(n): {str(fp) for fp in fps} for n, fps in raw.items()}
+
+
+register_planner("quarantine", lambda _: Quarantine(), answers=[SignalKind.GPU_UNHEALTHY])

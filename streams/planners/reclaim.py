@@ -15,11 +15,11 @@ from pydantic import JsonValue
 from models import ActionKind, Signal, SignalKind, TaskProfile
 from streams.cluster.queues import QueueView
 from streams.cluster.view import ClusterView
-from streams.fragmentation.pending import hard_blocked
-from streams.planners.candidates import Held, evictable, held_on, quotas_of
+from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
+from streams.planners.registry import register_planner
 from streams.planners.search import Found, Searching, fewest
-from streams.planners.whatif import NodeRoom, Scratch, could_host, simple_request
+from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 
 __all__ = ["Reclaim", "pending_of"]
 
@@ -74,29 +74,20 @@ class Reclaim(Searching):
     def _victims(
         self, task: TaskProfile, scratch: Scratch, quotas: QueueView | None, taken: set[str]
     ) -> Found | None:
-        s, g = self.settings, self.guardrails
-        ceiling = task.priority - g.min_priority_gap
-        blocked = hard_blocked(scratch.index, task)
-        rooms: dict[int, NodeRoom] = {}
-        pools: dict[int, list[Held]] = {}
+        s = self.settings
+        ceiling = task.priority - self.guardrails.min_priority_gap
         gang = None if task.gang is None else task.gang.name
-        for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
-            name = scratch.index.names[slot] or ""
-            room = scratch.room(slot)
-            if room is None:
-                continue
-            pool = [
-                h
-                for h in held_on(
-                    scratch.view, name, quotas=quotas, skip=frozenset(taken), cache=self.cache
-                )
-                if h.task.priority <= ceiling
-                and evictable(h.task, g)
+        rooms, pools = self.candidates(
+            task,
+            scratch,
+            quotas=quotas,
+            skip=frozenset(taken),
+            keep=lambda h: (
+                h.task.priority <= ceiling
                 and (gang is None or h.task.gang is None or h.task.gang.name != gang)
-            ]
-            if pool:
-                pool.sort(key=lambda h: (not h.borrower, not h.task.preemptible, h.task.priority))
-                rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]
+            ),
+            order=lambda h: (not h.borrower, not h.task.preemptible, h.task.priority),
+        )
 
         def score(slot: int, combo: tuple[Held, ...], after: NodeRoom) -> tuple[object, ...]:
             return (
@@ -153,3 +144,6 @@ class Reclaim(Searching):
 def _needed(signal: Signal, members: int) -> int:
     needed = signal.evidence.get("needed")
     return members if not isinstance(needed, int) else min(members, needed)
+
+
+register_planner("reclaim", Reclaim.of, answers=[SignalKind.UNPLACEABLE_PENDING], evicts_only=True)

@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Self
 
-from models import ResourceRequest
+from models import ResourceRequest, TaskProfile
 from models.settings import GuardrailSettings, PlannerSettings
-from streams.planners.candidates import Held, HeldCache
-from streams.planners.whatif import NodeRoom
+from streams.cluster.queues import QueueView
+from streams.fragmentation.pending import hard_blocked
+from streams.planners.candidates import Held, HeldCache, evictable, held_on
+from streams.planners.registry import PlannerInputs
+from streams.planners.trial_capacity import NodeRoom, Scratch, could_host
 
 __all__ = ["Found", "Searching", "fewest"]
 
@@ -36,6 +40,41 @@ class Searching:
         self.settings = settings
         self.guardrails = guardrails
         self.cache = cache or HeldCache()
+
+    @classmethod
+    def of(cls, inputs: PlannerInputs) -> Self:
+        """The registry's builder: one held-pods cache for every searching planner."""
+        return cls(settings=inputs.settings, guardrails=inputs.guardrails, cache=inputs.held)
+
+    def candidates(
+        self,
+        task: TaskProfile,
+        scratch: Scratch,
+        *,
+        quotas: QueueView | None,
+        keep: Callable[[Held], bool],
+        order: Callable[[Held], tuple[int | str, ...]],
+        skip: frozenset[str] = frozenset(),
+    ) -> tuple[dict[int, NodeRoom], dict[int, list[Held]]]:
+        """Per node a search visits for ``task`` (the ``search_nodes`` nearest to fitting
+        it), the node's room and the pods that may leave it: held there, not in ``skip``,
+        evictable by the gate's rules, kept by the planner's own ``keep``, in its ``order``,
+        at most ``max_candidates_per_node``. Nodes with no such pod are left out."""
+        s = self.settings
+        blocked = hard_blocked(scratch.index, task)
+        rooms: dict[int, NodeRoom] = {}
+        pools: dict[int, list[Held]] = {}
+        for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
+            name = scratch.index.names[slot] or ""
+            room = scratch.room(slot)
+            if room is None:
+                continue
+            held = held_on(scratch.view, name, quotas=quotas, skip=skip, cache=self.cache)
+            pool = [h for h in held if keep(h) and evictable(h.task, self.guardrails)]
+            if pool:
+                pool.sort(key=order)
+                rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]
+        return rooms, pools
 
 
 @dataclass(frozen=True, slots=True)

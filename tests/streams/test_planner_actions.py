@@ -23,7 +23,7 @@ from models.settings import GuardrailSettings, PlannerSettings
 from models.signals import fingerprint_of
 from streams.planners.acting import Acting
 from streams.planners.consolidate import Consolidate
-from streams.planners.whatif import Scratch
+from streams.planners.trial_capacity import Scratch
 from tests.streams.planner_scenarios import T0, PodSpec, build, random_cluster, unplaceable
 
 

@@ -8,7 +8,7 @@ import random
 from models import ActionKind
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.planners.reclaim import Reclaim
-from streams.planners.whatif import Scratch
+from streams.planners.trial_capacity import Scratch
 from tests.streams.planner_scenarios import (
     PodSpec,
     build,

@@ -7,6 +7,7 @@ keeps its last answer, so it is read with ``FINAL``.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from connectors.clickhouse.store import Store
-from models.actions import ActionKind, ActionMode, ActionOutcome
+from models.actions import ACTION_KIND_PATTERN, ActionKind, ActionMode, ActionOutcome
 from streams.app.errors import user_errors
 from streams.app.history import open_history_to_read, store_settings
 from streams.app.named_queries import QueryError
@@ -47,14 +48,15 @@ COUNTS = f"SELECT kind, outcome, count() FROM actions FINAL WHERE {MATCHING} GRO
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Filters:
-    kind: ActionKind | None = None
+    kind: str | None = None
+    """A built-in ``ActionKind`` or an extension's kind name."""
     outcome: ActionOutcome | None = None
     mode: ActionMode | None = None
 
     def parameters(self, run_id: str) -> dict[str, object]:
         return {
             "run_id": run_id,
-            "kind": self.kind.value if self.kind else "",
+            "kind": self.kind or "",
             "outcome": self.outcome.value if self.outcome else "",
             "mode": self.mode.value if self.mode else "",
         }
@@ -62,7 +64,7 @@ class Filters:
     def options(self) -> str:
         """The filters as the user typed them, so an empty answer says what it was asked."""
         given = (("kind", self.kind), ("outcome", self.outcome), ("mode", self.mode))
-        return " ".join(f"--{name} {value.value}" for name, value in given if value is not None)
+        return " ".join(f"--{name} {value}" for name, value in given if value is not None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,12 +252,26 @@ def _empty(store: Store, run_id: str | None, filters: Filters) -> str:
     return f"no actions stored for run {run_id}"
 
 
+def _kind_name(value: str | None) -> str | None:
+    """A kind is a name, not an enum member: an extension's planner records its own kind, and
+    its actions must be listable without editing this command."""
+    if value is not None and re.fullmatch(ACTION_KIND_PATTERN, value) is None:
+        raise typer.BadParameter("letters a-z, digits and '_', starting with a letter")
+    return value
+
+
 def actions(
     *,
     run: Annotated[
         str | None, typer.Option(help="Run id; default: the latest run that has actions.")
     ] = None,
-    kind: Annotated[ActionKind | None, typer.Option(help="Only actions of this kind.")] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Only actions of this kind: {', '.join(ActionKind)}, or an extension's kind.",
+            callback=_kind_name,
+        ),
+    ] = None,
     outcome: Annotated[
         ActionOutcome | None, typer.Option(help="Only actions with this outcome.")
     ] = None,

@@ -300,6 +300,12 @@ class _Run:
     ) -> int:
         console = Console(stderr=True)
         session, sim, options = self.session, self.sim, self.options
+        # The trace's whole pod list is the expected workload, as in `gpufrag frag` and the
+        # FGD paper; a live cluster learns it from the pods it sees instead. Built before the
+        # run is recorded: a planner name nothing registered is the user's to fix, not an
+        # abandoned run.
+        variant = settings_for(self.actions, session.settings)
+        pipeline = session.pipeline(typical=typical, settings=variant).build()
         session.serve_probes(metrics_port, addr="127.0.0.1")  # a taken port is the user's
         run_id = self.info.run_id
         async with session.recorded(self.info, replace=True, need_room=True) as (record, sink):
@@ -313,10 +319,6 @@ class _Run:
                 actuator=sim.actuator if options.enforce_actions else None,
                 extra=[SignalsTo(tally.observe), LoopNotes(loop)],
             )
-            # The trace's whole pod list is the expected workload, as in `gpufrag frag` and
-            # the FGD paper; a live cluster learns it from the pods it sees instead.
-            variant = settings_for(self.actions, session.settings)
-            pipeline = session.pipeline(typical=typical, settings=variant).build()
             progress = _progress_bar(console)
             runner = EmbeddedRunner(
                 source=source_of(sim, loop),
