@@ -1,4 +1,5 @@
-"""`gpufrag alert`: the workers' signals from Kafka to Alertmanager, Slack and a webhook."""
+"""`gpufrag alert`: the workers' signals from Kafka to the alert sinks (Alertmanager, Slack, a
+webhook, a plugin's)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
-from connectors.alerts import AlertDispatcher, AlertSink, sinks_from
+from connectors.alerts import AlertDispatcher, AlertSink
 from connectors.kafka.dead_letters import DeadLetterProducer
 from models.refusal import Refusal
 from models.settings import AlertSettings
-from streams.app.alert_feed import NO_SINK, AlertFeed
+from streams.app.alert_feed import AlertFeed, alert_sinks
 from streams.app.bus import Bus
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
@@ -46,10 +47,7 @@ def alert(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = load_settings().alerts
-    sinks = sinks_from(settings)
-    if not sinks:
-        typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+    sinks = alert_sinks(settings)
     registry = CollectorRegistry()
     health = Health()
     serve_health_or_exit(metrics_port, addr="0.0.0.0", registry=registry, health=health)
