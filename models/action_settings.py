@@ -140,7 +140,8 @@ class ActuatorSettings(_Group):
 
 class AlertSettings(_Group):
     """Where signals go as alerts (`gpufrag alert`, `gpufrag watch --alerts`). Every sink is off
-    until its URL is set.
+    until its settings switch it on: a built-in one by its URL, one an extension registers by
+    its name in ``sinks``.
 
     Each URL must be http:// or https:// with a host and a port in 1..65535, checked when the
     settings load; every time is finite and capped, so no setting can hold a POST, a retry or
@@ -156,6 +157,11 @@ class AlertSettings(_Group):
     as ``scheme://host:port/***``, its user, password, path and query cut out."""
     webhook_url: HttpUrlText | None = None
     """Any HTTP endpoint that takes a JSON POST of the alerts (``{"alerts": [...]}``)."""
+    sinks: tuple[str, ...] = ()
+    """Sinks registered by a plugin (``GPUFRAG_PLUGINS``) to switch on, by name, besides the
+    built-in ones whose URL is set: ``GPUFRAG_ALERTS__SINKS='["pagerduty"]'``. A name nobody
+    registered, or a built-in one named without its URL, stops the command at start with the
+    known names, rather than run without the alerts it was asked for."""
     cluster: Annotated[str, Field(min_length=1)] = "default"
     """The ``cluster`` label of every alert: one Alertmanager often serves several clusters."""
     runbook_base_url: HttpUrlText | None = None

@@ -416,6 +416,11 @@ class WatchSettings(_Group):
     max_held_events: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
     """Events one live source may have waiting (held, or not yet taken by the bus); beyond it
     the source waits, so a bus that is down does not grow memory without bound."""
+    sources: tuple[str, ...] = ()
+    """Live sources to run by registered name besides those ``watch``'s flags choose, e.g.
+    one a plugin (``GPUFRAG_PLUGINS``) registers: ``GPUFRAG_WATCH__SOURCES='["slurm"]'``;
+    ``--source NAME`` adds more. A name nobody registered stops ``watch`` at start, with the
+    known names."""
 
 
 class SqlSettings(_Group):

@@ -20,15 +20,13 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
-import aiohttp
 import orjson
 from prometheus_client import CollectorRegistry
 
 from connectors.alerts.alert import Alert, alert_of
 from connectors.alerts.lane import Lane, LaneClock
 from connectors.alerts.metrics import AlertMetrics
-from connectors.alerts.sinks import AlertSink
-from connectors.alerts.transport import post_json
+from connectors.alerts.registry import AlertSink
 from models import Signal
 from models.refusal import Refusal
 from models.settings import AlertSettings
@@ -70,14 +68,13 @@ class AlertDispatcher:
         self.metrics = AlertMetrics(registry)
         self._dead_letter = dead_letter
         self._latest: OrderedDict[str, Alert] = OrderedDict()
-        self._session: aiohttp.ClientSession | None = None
+        self._started: list[AlertSink] = []
         clock = LaneClock(monotonic=monotonic, wall=wall)
         rng = rng or random.Random()
         self.lanes = [
             Lane(
                 sink,
                 settings=settings,
-                post=self._post,
                 dead_letter=self._keep,
                 metrics=self.metrics,
                 clock=clock,
@@ -89,8 +86,14 @@ class AlertDispatcher:
         self.counts = {"signals": 0, "repeats": 0, "superseded": 0}
 
     async def start(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=self.settings.timeout_s)
-        self._session = aiohttp.ClientSession(timeout=timeout)
+        """Start every sink, then its lane; a sink that cannot start stops those started."""
+        try:
+            for lane in self.lanes:
+                await lane.sink.start()
+                self._started.append(lane.sink)
+        except BaseException:
+            await self._stop_sinks()
+            raise
         self._tasks = [
             asyncio.create_task(lane.run(), name=f"alerts to {lane.sink.name}")
             for lane in self.lanes
@@ -165,14 +168,15 @@ class AlertDispatcher:
         self._tasks = []
         for lane in self.lanes:
             await lane.give_up_all("shutdown", "gpufrag stopped before the sink accepted it")
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._stop_sinks()
 
-    async def _post(self, url: str, body: bytes) -> None:
-        if self._session is None:
-            raise RuntimeError("AlertDispatcher.start() was not called")
-        await post_json(self._session, url, body)
+    async def _stop_sinks(self) -> None:
+        while self._started:
+            sink = self._started.pop()
+            try:
+                await sink.stop()
+            except Exception:  # one sink's close must not keep the others open
+                log.exception("alert sink %s did not stop cleanly", sink.name)
 
     async def _keep(self, sink: str, alert: Alert, reason: str, detail: str, at: datetime) -> None:
         await self._dead_letter(

@@ -11,14 +11,13 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from connectors.alerts.alert import Alert
 from connectors.alerts.metrics import AlertMetrics
-from connectors.alerts.sinks import AlertSink
-from connectors.alerts.transport import SinkError
+from connectors.alerts.registry import AlertSink, SinkError
 from connectors.backoff import Backoff
 from models.settings import AlertSettings
 
@@ -26,7 +25,6 @@ __all__ = ["Lane", "LaneClock"]
 
 log = logging.getLogger(__name__)
 
-Post = Callable[[str, bytes], Awaitable[None]]
 Keep = Callable[[str, Alert, str, str, datetime], Awaitable[None]]
 """(sink name, alert, reason, detail, when) -> the dead letter is written, or it raises."""
 
@@ -43,7 +41,6 @@ class Lane:
         sink: AlertSink,
         *,
         settings: AlertSettings,
-        post: Post,
         dead_letter: Keep,
         metrics: AlertMetrics,
         clock: LaneClock,
@@ -51,7 +48,6 @@ class Lane:
     ) -> None:
         self.sink = sink
         self.settings = settings
-        self._post = post
         self._keep = dead_letter
         self._metrics = metrics
         self._clock = clock
@@ -105,7 +101,7 @@ class Lane:
                     await asyncio.wait_for(self._wake.wait(), self._next_resend_in())
                 continue
             try:
-                await self._post(self.sink.url, self.sink.body(batch, now=self._clock.wall()))
+                await self._send(batch)
             except SinkError as exc:
                 self._failed(exc)
                 if exc.retriable:
@@ -117,6 +113,21 @@ class Lane:
                         await asyncio.sleep(self._backoff.next())
                 continue
             self._accepted(batch)
+
+    async def _send(self, batch: Sequence[Alert]) -> None:
+        """One delivery, bounded by ``timeout_s`` whatever the sink does; any failure a
+        ``SinkError``, so a sink's own bug is retried and dead-lettered like an outage instead
+        of ending this loop with its alerts unsent."""
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                await self.sink.send(batch, now=self._clock.wall())
+        except SinkError:
+            raise
+        except TimeoutError:
+            raise SinkError("timeout", "no answer within the timeout", retriable=True) from None
+        except Exception as exc:
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            raise SinkError("error", detail, retriable=True) from None
 
     def _batch(self) -> list[Alert]:
         """Pending alerts first, then open ones due to be sent again."""
@@ -181,7 +192,7 @@ class Lane:
             return
         for alert in batch:
             try:
-                await self._post(self.sink.url, self.sink.body([alert], now=self._clock.wall()))
+                await self._send([alert])
             except SinkError as one:
                 self._failed(one)
                 if not one.retriable:

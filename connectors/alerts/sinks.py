@@ -1,46 +1,61 @@
-"""The three receivers and what each is sent: where, in what body, how many alerts at a time,
-and whether open alerts are sent again. Posting is the dispatcher's; these do no I/O."""
+"""The three built-in receivers, each one HTTP POST of a JSON body: where, in what body, how
+many alerts at a time, and whether open alerts are sent again; and their registration, one line
+each, the same as an extension's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol
 
+import aiohttp
 import orjson
 
 from connectors.alerts.alert import Alert
-from models.settings import AlertSettings
+from connectors.alerts.registry import ALERT_SINKS
+from connectors.alerts.transport import post_json
 
-__all__ = ["AlertSink", "AlertmanagerSink", "SlackSink", "WebhookSink", "sinks_from"]
+__all__ = ["AlertmanagerSink", "HttpJsonSink", "SlackSink", "WebhookSink"]
 
 OPEN_FOR_RESENDS = 4
 """An open alert's ``endsAt`` is this many resend intervals ahead: three resends can fail
 before Alertmanager resolves it on its own (Prometheus uses 4 the same way)."""
 
 
-class AlertSink(Protocol):
-    @property
-    def name(self) -> str:
-        """Names the sink in metrics, logs and dead letters (never the URL: Slack's is a
-        secret)."""
+@dataclass(slots=True)
+class HttpJsonSink:
+    """What the HTTP sinks share: a connection pool, and each batch one POST of ``body`` to
+    ``url`` through ``transport.post_json`` (5xx, 408, 429 and no answer retriable, other 4xx
+    refused; no error text quotes the URL). A subclass gives ``url`` and ``body``."""
+
+    _session: aiohttp.ClientSession | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
-    def url(self) -> str: ...
+    def url(self) -> str:
+        raise NotImplementedError
 
-    @property
-    def resends(self) -> bool:
-        """Whether open alerts are posted again every resend interval."""
+    def body(self, alerts: Sequence[Alert], *, now: datetime) -> bytes:
+        raise NotImplementedError
 
-    @property
-    def max_batch(self) -> int: ...
+    async def start(self) -> None:
+        # no timeout of its own: the dispatcher bounds each send by the alert settings' one
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
 
-    def body(self, alerts: Sequence[Alert], *, now: datetime) -> bytes: ...
+    async def send(self, alerts: Sequence[Alert], *, now: datetime) -> None:
+        if self._session is None:
+            raise RuntimeError(f"alert sink {type(self).__name__}: start() was not called")
+        await post_json(self._session, self.url, self.body(alerts, now=now))
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
-@dataclass(frozen=True, slots=True)
-class AlertmanagerSink:
+@dataclass(slots=True)
+class AlertmanagerSink(HttpJsonSink):
     base_url: str
     resend_interval_s: float
     name: str = "alertmanager"
@@ -57,8 +72,8 @@ class AlertmanagerSink:
         return orjson.dumps([a.alertmanager(now=now, open_for=open_for) for a in alerts])
 
 
-@dataclass(frozen=True, slots=True)
-class SlackSink:
+@dataclass(slots=True)
+class SlackSink(HttpJsonSink):
     url: str
     name: str = "slack"
     resends: bool = False
@@ -80,8 +95,8 @@ def _slack_line(alert: Alert) -> str:
     return line
 
 
-@dataclass(frozen=True, slots=True)
-class WebhookSink:
+@dataclass(slots=True)
+class WebhookSink(HttpJsonSink):
     url: str
     name: str = "webhook"
     resends: bool = False
@@ -91,13 +106,13 @@ class WebhookSink:
         return orjson.dumps({"source": "gpufrag", "alerts": [a.as_json() for a in alerts]})
 
 
-def sinks_from(settings: AlertSettings) -> list[AlertSink]:
-    """The sinks whose URL is set, in a fixed order."""
-    out: list[AlertSink] = []
-    if settings.alertmanager_url:
-        out.append(AlertmanagerSink(settings.alertmanager_url, settings.resend_interval_s))
-    if settings.slack_webhook_url:
-        out.append(SlackSink(settings.slack_webhook_url))
-    if settings.webhook_url:
-        out.append(WebhookSink(settings.webhook_url))
-    return out
+ALERT_SINKS.register(
+    "alertmanager",
+    lambda s: (
+        AlertmanagerSink(s.alertmanager_url, s.resend_interval_s) if s.alertmanager_url else None
+    ),
+)
+ALERT_SINKS.register(
+    "slack", lambda s: SlackSink(s.slack_webhook_url) if s.slack_webhook_url else None
+)
+ALERT_SINKS.register("webhook", lambda s: WebhookSink(s.webhook_url) if s.webhook_url else None)

@@ -6,23 +6,14 @@ from __future__ import annotations
 import aiohttp
 
 from connectors.alerts.redact import redact
+from connectors.alerts.registry import SinkError
 
-__all__ = ["SinkError", "post_json"]
+__all__ = ["post_json"]
 
 ANSWER_MAX_CHARS = 300
 """Enough of an error answer to say why (Alertmanager's validation messages are one line)."""
 ANSWER_READ_BYTES = 64 * 1024
 """Read of an error answer: an HTML error page fits; a server answering gigabytes is cut."""
-
-
-class SinkError(Exception):
-    def __init__(self, reason: str, detail: str, *, retriable: bool) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        """A short code for metrics and dead letters: ``unreachable``, ``timeout``,
-        ``http_<status>``."""
-        self.detail = detail
-        self.retriable = retriable
 
 
 async def post_json(session: aiohttp.ClientSession, url: str, body: bytes) -> None:

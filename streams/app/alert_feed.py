@@ -12,24 +12,41 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import typer
 from aiokafka.errors import CommitFailedError
 from prometheus_client import CollectorRegistry
 
-from connectors.alerts import AlertDispatcher, sinks_from
+from connectors.alerts import AlertDispatcher, AlertSink, SinkNotConfigured, sinks_from
 from connectors.alerts.dispatcher import DeadLetterWriter
 from models import Signal, from_json
 from models.refusal import Refusal
+from models.registry import UnknownComponent
 from models.settings import AlertSettings
+from streams.app.errors import EXIT_USAGE
 from streams.app.stopping import unless_stopped
 
-__all__ = ["NO_SINK", "AlertFeed", "alerts_beside"]
+__all__ = ["NO_SINK", "AlertFeed", "alert_sinks", "alerts_beside"]
 
 log = logging.getLogger(__name__)
 
 NO_SINK = (
     "no alert sink: set GPUFRAG_ALERTS__ALERTMANAGER_URL, GPUFRAG_ALERTS__SLACK_WEBHOOK_URL "
-    "or GPUFRAG_ALERTS__WEBHOOK_URL"
+    "or GPUFRAG_ALERTS__WEBHOOK_URL, or name a plugin's sink in GPUFRAG_ALERTS__SINKS"
 )
+
+
+def alert_sinks(settings: AlertSettings) -> list[AlertSink]:
+    """The sinks the settings switch on; none, or a name nobody registered, stops the command
+    at start in one line (exit 2): a run that sends nowhere would look healthy."""
+    try:
+        sinks = sinks_from(settings)
+    except (UnknownComponent, SinkNotConfigured) as exc:
+        typer.echo(f"gpufrag: error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    if not sinks:
+        typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    return sinks
 
 
 class AlertFeed:

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
-import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,11 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import aiohttp
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer
-from prometheus_client.parser import text_string_to_metric_families
 
 from models import (
     Envelope,
@@ -38,6 +34,7 @@ from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner, Emission, Failure
 from streams.runner.live_stream import LiveStream
 from tests.app.pipeline_helpers import dsn_for, store_at
+from tests.app.watch_helpers import kubeconfig_for, run_watch, sample_value, start_watch
 from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import T0, container, node, pod
@@ -67,19 +64,7 @@ async def live_endpoints(tmp_path: Path) -> AsyncIterator[Endpoints]:
     absurd = {"cpu": "100000000000000000", "memory": "1Gi"}
     cluster.apply(pod("absurd", containers=[container(requests=absurd, limits=dict(absurd))]))
     server = FakeApiServer(cluster)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                "users": [{"name": "tester", "user": {"token": server.token}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
-                "current-context": "fake",
-            }
-        )
-    )
+    kubeconfig = kubeconfig_for(tmp_path / "kubeconfig", server)
     await exporter.start()
     await server.start()
     try:
@@ -101,66 +86,6 @@ def watch_env(ep: Endpoints) -> dict[str, str]:
         COLUMNS="200",
     )
     return env
-
-
-@dataclass(slots=True)
-class Finished:
-    returncode: int
-    stdout: str
-    stderr: str
-    metrics: str
-    """The /metrics page as read while the command ran."""
-
-
-async def run_watch(
-    *args: str,
-    env: dict[str, str],
-    metrics_port: int,
-    ready: Callable[[str], bool],
-    terminate_when_ready: bool = False,
-) -> Finished:
-    """Run the command; while it runs, read its /metrics over HTTP until ``ready`` holds (and
-    then, with ``terminate_when_ready``, stop it as Kubernetes stops a pod: SIGTERM)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "streams.app",
-        "watch",
-        "--metrics-port",
-        str(metrics_port),
-        "--metrics-addr",
-        "127.0.0.1",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    communicate = asyncio.create_task(proc.communicate())
-    page = ""
-    async with aiohttp.ClientSession() as session:
-        while not ready(page) and not communicate.done():
-            try:
-                async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as resp:
-                    page = await resp.text()
-            except aiohttp.ClientConnectionError:
-                pass  # not listening yet
-            await asyncio.sleep(0.2)
-    if terminate_when_ready and not communicate.done():
-        proc.send_signal(signal.SIGTERM)
-    try:
-        out, err = await asyncio.wait_for(communicate, 60)
-    except TimeoutError:
-        proc.kill()
-        raise
-    return Finished(proc.returncode or 0, out.decode(), err.decode(), page)
-
-
-def sample_value(page: str, name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(page):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return float(s.value)
-    return None
 
 
 def sources_ready(ep: Endpoints, *, stage: str) -> Callable[[str], bool]:
@@ -354,15 +279,7 @@ async def test_watch_embedded_stores_the_live_events(tmp_path: Path) -> None:
     ],
 )
 async def test_watch_refuses_what_it_cannot_run(args: list[str], needle: str) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "streams.app",
-        "watch",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await start_watch(*args, env=dict(os.environ))
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
     assert needle in err.decode()

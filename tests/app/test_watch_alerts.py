@@ -7,60 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.client import V1NodeCondition
 
 from connectors.alerts.dispatcher import STOP_DRAIN_MAX_S
 from tests.app.pipeline_helpers import dsn_for, store_at, stored_signals
+from tests.app.watch_helpers import NODE, PAGE, sick_node
+from tests.app.watch_helpers import clean_env as _env
+from tests.app.watch_helpers import kubeconfig_for as _kubeconfig
+from tests.app.watch_helpers import start_watch as _watch
 from tests.connectors.alerts.alerting import until
 from tests.connectors.alerts.receiver import Receiver
 from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.kube_fake import FakeApiServer, FakeCluster
-from tests.kube_fake.objects import node
-
-PAGE = Path(__file__).parents[1] / "connectors" / "dcgm" / "fixtures" / "plain_h200.txt"
-NODE = "gpu-h200-07"  # the fixture page's Hostname label
-
-
-def _kubeconfig(path: Path, server: FakeApiServer) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                "users": [{"name": "tester", "user": {"token": server.token}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "tester"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUFRAG_")}
-    return {**env, **extra}
-
-
-async def _watch(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "streams.app",
-        "watch",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
 
 
 @dataclass
@@ -78,12 +41,7 @@ async def _watch_until(
     """`watch --bus embedded --alerts` of a node whose cards are out (one gpu_unhealthy
     signal), its webhook ``hook``, until ``done`` holds; then SIGTERM, as a pod is stopped."""
     cluster = FakeCluster()
-    sick = node(NODE, gpus=2, product="NVIDIA-H200")
-    # the EKS agent's condition: a ...Ready condition that is False takes the cards out
-    sick.status.conditions = [
-        V1NodeCondition(type="AcceleratedHardwareReady", status="False", reason="XidCritical")
-    ]
-    cluster.apply(sick)
+    cluster.apply(sick_node())
     server = FakeApiServer(cluster)
     exporter = FakeExporter(PAGE.read_bytes())  # events every scrape: instants get evaluated
     for svc in (server, exporter, hook):

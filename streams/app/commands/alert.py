@@ -1,4 +1,5 @@
-"""`gpufrag alert`: the workers' signals from Kafka to Alertmanager, Slack and a webhook."""
+"""`gpufrag alert`: the workers' signals from Kafka to the alert sinks (Alertmanager, Slack, a
+webhook, a plugin's)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 
-from connectors.alerts import AlertDispatcher, AlertSink, sinks_from
+from connectors.alerts import AlertDispatcher, AlertSink
 from connectors.kafka.dead_letters import DeadLetterProducer
 from models.refusal import Refusal
 from models.settings import AlertSettings
-from streams.app.alert_feed import NO_SINK, AlertFeed
+from streams.app.alert_feed import AlertFeed, alert_sinks
 from streams.app.bus import Bus
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.errors import user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.probes import Health
 from streams.app.session import Session
@@ -47,10 +48,7 @@ def alert(
     )
     session = Session("alert")
     settings = session.settings.alerts
-    sinks = sinks_from(settings)
-    if not sinks:
-        typer.echo(f"gpufrag: error: {NO_SINK}", err=True)
-        raise typer.Exit(EXIT_USAGE)
+    sinks = alert_sinks(settings)
     registry, health = session.registry, session.health
     session.serve_probes(metrics_port, addr="0.0.0.0")
     bus = Bus.resolve(bootstrap, prefix)

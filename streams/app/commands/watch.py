@@ -1,5 +1,5 @@
 """`gpufrag watch`: run the live sources (Kubernetes watchers, dcgm-exporter scraper, NVML
-sampler) and send their events to the bus until stopped.
+sampler, and any a plugin registers) and send their events to the bus until stopped.
 
 Each source sends through a live stage (``connectors.live_stage``) that puts its events in
 event-time order and reports its progress every second; on Kafka each source is its own
@@ -19,8 +19,7 @@ import typer
 from aiokafka.errors import KafkaError
 from rich.console import Console
 
-from connectors.alerts import sinks_from
-from streams.app.alert_feed import NO_SINK
+from streams.app.alert_feed import alert_sinks
 from streams.app.bus import Bus
 from streams.app.errors import EXIT_USAGE, user_errors
 from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
@@ -63,6 +62,15 @@ def watch(
     nvml: Annotated[
         bool, typer.Option("--nvml/--no-nvml", help="Sample this machine's GPUs through NVML.")
     ] = False,
+    source: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            metavar="NAME",
+            help="Also run this registered live source (repeatable), e.g. one a plugin "
+            "(GPUFRAG_PLUGINS) adds; adds to GPUFRAG_WATCH__SOURCES.",
+        ),
+    ] = None,
     node: Annotated[
         str | None,
         typer.Option(help="Node name of the NVML samples; default GPUFRAG_NVML__NODE, else host."),
@@ -113,8 +121,6 @@ def watch(
     settings = session.settings
     urls = tuple(dict.fromkeys((*settings.dcgm.endpoints, *(dcgm or ()))))
     discover = settings.dcgm.discover if dcgm_discover is None else dcgm_discover
-    if not (kube or urls or discover or nvml):
-        raise typer.BadParameter("no source: give --kube, --dcgm URL, --dcgm-discover or --nvml")
     kind = bus or BusKind(settings.watch.bus)
     if kind is BusKind.KAFKA and store is not None:
         raise typer.BadParameter("--store is for --bus embedded", param_hint="--store")
@@ -123,19 +129,20 @@ def watch(
             "--alerts is for --bus embedded; `gpufrag alert` sends the workers' signals",
             param_hint="--alerts",
         )
-    if alerts and not sinks_from(settings.alerts):
-        raise typer.BadParameter(f"{NO_SINK}", param_hint="--alerts")
+    if alerts:
+        alert_sinks(settings.alerts)  # none, or an unknown one: refused before anything starts
     # the sources' libraries (kubernetes-asyncio, grpc) load when watch runs, not with every
     # other command
     from kubernetes_asyncio.config import ConfigException
 
     from streams.app.live.sources import SourcePlan
 
-    plan = SourcePlan(
+    plan = SourcePlan.of(
         kube=kube,
         dcgm=urls,
         dcgm_discover=discover,
         nvml_node=(node or settings.nvml.node or socket.gethostname()) if nvml else None,
+        named=(*settings.watch.sources, *(source or ())),
     )
     session.serve_probes(metrics_port, addr=metrics_addr)
     with user_errors():

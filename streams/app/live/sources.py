@@ -10,52 +10,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
-from connectors.dcgm import Endpoint
-from connectors.dcgm.kube_discovery import KubeExporterDiscovery
-from connectors.dcgm.scraper import DcgmScraper
-from connectors.gpu.podresources import kubelet_assignments
-from connectors.gpu.sampler import NvmlSampler
-from connectors.kube import KubeSource, api_client_for
-from connectors.live_stage import Emit, LiveMetrics, LiveStage, Outlet
+from connectors.live_stage import LiveMetrics, LiveStage, Outlet
 from connectors.refusals import RefusalLog
-from models import EventKind, GpufragSettings
+from models import GpufragSettings
 from models.settings import WatchSettings
+from streams.app.live import builtin_sources  # noqa: F401  (registers kube, dcgm, nvml)
+from streams.app.live.registry import (
+    LIVE_SOURCES,
+    LiveSource,
+    Runnable,
+    SourceContext,
+    SourcePlan,
+)
 from streams.app.probes import Health
+
+__all__ = [
+    "LiveSource",
+    "Runnable",
+    "SourcePlan",
+    "build_sources",
+    "live_stage",
+    "require_listed",
+    "run_live",
+    "supervise",
+]
 
 log = logging.getLogger(__name__)
 
-KUBE_KINDS = (EventKind.POD, EventKind.NODE, EventKind.SCHEDULER, EventKind.QUEUE)
-GPU_KINDS = (EventKind.GPU_SAMPLE,)
 RESTART_INITIAL_S = 1.0
 RESTART_MAX_S = 60.0
-
-
-class Runnable(Protocol):
-    async def run(self, *, stop: asyncio.Event) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSource:
-    name: str
-    """Its publisher's name in progress reports and its metrics label: one per process."""
-    kinds: tuple[EventKind, ...]
-    """What it publishes: the workers wait for its progress on these kinds' topics only."""
-    build: Callable[[Emit], Runnable]
-
-
-@dataclass(frozen=True, slots=True)
-class SourcePlan:
-    kube: bool
-    dcgm: tuple[str, ...]
-    nvml_node: str | None
-    dcgm_discover: bool = False
 
 
 async def build_sources(
@@ -66,71 +52,13 @@ async def build_sources(
     *,
     refusals: RefusalLog,
 ) -> list[LiveSource]:
-    """The enabled sources, each built once (their metrics register once) and run again by
-    ``_supervise`` if it fails; each refuses what it cannot pass on through ``refusals``."""
-    host = socket.gethostname()
-    out: list[LiveSource] = []
-    client: Any = None
-    if plan.kube:
-        client = await api_client_for(settings.kube)
-        stack.push_async_callback(client.close)
-        kube = settings.kube
-
-        def kube_source(emit: Emit) -> Runnable:
-            return KubeSource(
-                api_client=client, settings=kube, emit=emit, registry=registry, refusals=refusals
-            )
-
-        out.append(LiveSource(f"{kube.source}@{host}", KUBE_KINDS, kube_source))
-    if plan.dcgm or plan.dcgm_discover:
-        d = settings.dcgm
-        discovery: KubeExporterDiscovery | None = None
-        if plan.dcgm_discover:
-            lister = client  # the watchers' API client when they run, else one of its own
-            if lister is None:
-                lister = await api_client_for(settings.kube)
-                stack.push_async_callback(lister.close)
-            discovery = KubeExporterDiscovery(
-                api_client=lister,
-                label_selector=d.discover_selector,
-                namespace=d.discover_namespace,
-                fallback_port=d.discover_port,
-                request_timeout_s=settings.kube.request_timeout_s,
-                page_size=settings.kube.page_size,
-            )
-
-        def dcgm_source(emit: Emit) -> Runnable:
-            return DcgmScraper(
-                endpoints=[Endpoint(url) for url in plan.dcgm],
-                discovery=discovery,
-                discovery_interval_s=d.discover_interval_s,
-                emit=emit,
-                registry=registry,
-                refusals=refusals,
-                interval_s=d.interval_s,
-                timeout_s=d.timeout_s,
-                backoff_initial_s=d.backoff_initial_s,
-                backoff_max_s=max(d.backoff_max_s, d.backoff_initial_s),
-                max_body_bytes=d.max_page_bytes,
-                min_timestamp=d.min_timestamp,
-            )
-
-        out.append(LiveSource(f"dcgm@{host}", GPU_KINDS, dcgm_source))
-    if plan.nvml_node is not None:
-        node, nv = plan.nvml_node, settings.nvml
-
-        def nvml_source(emit: Emit) -> Runnable:
-            return NvmlSampler(
-                node=node,
-                interval_s=nv.interval_s,
-                on_no_gpu="idle",
-                emit=emit,
-                refusals=refusals,
-                pod_resources=kubelet_assignments(nv),
-            )
-
-        out.append(LiveSource(f"nvml@{node}", GPU_KINDS, nvml_source))
-    return out
+    """The plan's sources, in its order, each built once by its registered builder (their
+    metrics register once) and run again by ``supervise`` if it fails; each refuses what it
+    cannot pass on through ``refusals``."""
+    ctx = SourceContext(
+        plan=plan, settings=settings, registry=registry, refusals=refusals, stack=stack
+    )
+    return [await LIVE_SOURCES.get(name)(ctx) for name in plan.names]
 
 
 async def supervise(
