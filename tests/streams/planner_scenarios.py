@@ -23,8 +23,11 @@ from models import (
     PodEvent,
     PodPhase,
     ResourceRequest,
+    Scope,
+    Severity,
     Signal,
     SignalKind,
+    fingerprint_of,
 )
 from streams.pipeline import Pipeline, define_pipeline
 from tests.streams.pipeline_feed import feed
@@ -179,3 +182,21 @@ def random_cluster(rng: random.Random) -> tuple[dict[str, int], list[PodSpec]]:
             )
         )
     return nodes, pods
+
+
+def health_signal(state: str, node: str = "a", card: int = 0) -> Signal:
+    """A gpu_unhealthy signal for card ``card`` of ``node``, open or resolved."""
+    scope_id = f"{node}/{card}"
+    at = T0 + timedelta(minutes=5)
+    return Signal(
+        kind=SignalKind.GPU_UNHEALTHY,
+        scope=Scope.GPU,
+        scope_id=scope_id,
+        fingerprint=fingerprint_of(SignalKind.GPU_UNHEALTHY, Scope.GPU, scope_id),
+        severity=Severity.CRITICAL,
+        summary=f"GPU {scope_id} out of service: XID 79",
+        evidence={"pods": ["ml/s1"]},
+        opened_at=T0,
+        resolved_at=at if state == "resolved" else None,
+        state="resolved" if state == "resolved" else "open",
+    )

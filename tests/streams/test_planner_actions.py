@@ -24,7 +24,14 @@ from models.signals import fingerprint_of
 from streams.planners.acting import Acting
 from streams.planners.consolidate import Consolidate
 from streams.planners.trial_capacity import Scratch
-from tests.streams.planner_scenarios import T0, PodSpec, build, random_cluster, unplaceable
+from tests.streams.planner_scenarios import (
+    T0,
+    PodSpec,
+    build,
+    health_signal,
+    random_cluster,
+    unplaceable,
+)
 
 
 def _consolidation_cluster(mover_priority: int = 0) -> list[PodSpec]:
@@ -107,37 +114,20 @@ def test_enforce_hands_the_eviction_on_and_a_limit_refuses_the_whole_plan() -> N
     assert spent.unplanned == 1
 
 
-def _health(state: str, node: str = "a", card: int = 0) -> Signal:
-    scope_id = f"{node}/{card}"
-    at = T0 + timedelta(minutes=5)
-    return Signal(
-        kind=SignalKind.GPU_UNHEALTHY,
-        scope=Scope.GPU,
-        scope_id=scope_id,
-        fingerprint=fingerprint_of(SignalKind.GPU_UNHEALTHY, Scope.GPU, scope_id),
-        severity=Severity.CRITICAL,
-        summary=f"GPU {scope_id} out of service: XID 79",
-        evidence={"pods": ["ml/s1"]},
-        opened_at=T0,
-        resolved_at=at if state == "resolved" else None,
-        state="resolved" if state == "resolved" else "open",
-    )
-
-
 def test_quarantine_cordons_and_taints_and_lifts_when_the_card_recovers() -> None:
     p, _ = build({"a": 2, "b": 2}, _consolidation_cluster())
     acting = _acting("enforce")
-    opened = acting.on_signals(T0, [_health("open")], p.cluster.view)
+    opened = acting.on_signals(T0, [health_signal("open")], p.cluster.view)
     ops = [type(o) for o in opened if not isinstance(o, Action)]
     assert ops == [CordonNode, TaintNode]
     records = [o for o in opened if isinstance(o, Action)]
     assert {r.kind for r in records} == {ActionKind.QUARANTINE}
     assert records[0].evidence["pods_on_faulty_gpu"] == ["ml/s1"]
     # a second card of the same node failing adds nothing; the node is lifted after both
-    assert acting.on_signals(T0, [_health("open", card=1)], p.cluster.view) == []
-    assert acting.on_signals(T0, [_health("resolved")], p.cluster.view) == []
+    assert acting.on_signals(T0, [health_signal("open", card=1)], p.cluster.view) == []
+    assert acting.on_signals(T0, [health_signal("resolved")], p.cluster.view) == []
     later = T0 + timedelta(minutes=6)
-    lifted = acting.on_signals(later, [_health("resolved", card=1)], p.cluster.view)
+    lifted = acting.on_signals(later, [health_signal("resolved", card=1)], p.cluster.view)
     assert [type(o) for o in lifted if not isinstance(o, Action)] == [UntaintNode, UncordonNode]
 
 

@@ -15,8 +15,7 @@ from streams.planners.consolidate import Consolidate
 from streams.planners.quarantine import Quarantine
 from streams.planners.reclaim import Reclaim
 from streams.planners.registry import PLANNERS, register_planner
-from tests.streams.planner_scenarios import T0, PodSpec, build
-from tests.streams.test_planner_actions import _health
+from tests.streams.planner_scenarios import T0, PodSpec, build, health_signal
 
 PENDING = SignalKind.UNPLACEABLE_PENDING
 
@@ -48,15 +47,15 @@ def test_acting_is_an_operator_of_instants_and_keeps_stateful_planners_by_name()
     p, _ = build({"a": 2, "b": 2}, [PodSpec(name="s1", gpu_milli=500, node="a", cards=(1,))])
     acting = _acting("quarantine")
     assert acting.now is None and acting.next_due() is None
-    opened = acting.apply(SignalsAt(T0, [_health("open")], p.cluster.view))
+    opened = acting.apply(SignalsAt(T0, [health_signal("open")], p.cluster.view))
     assert {r.kind for r in opened if isinstance(r, Action)} == {ActionKind.QUARANTINE}
     assert acting.now == T0 and acting.flush() == [] and acting.advance(T0) == []
     state = acting.snapshot()
     assert set(state) == {"gate", "quarantine"}
-    assert state["quarantine"] == {"a": [_health("open").fingerprint]}
+    assert state["quarantine"] == {"a": [health_signal("open").fingerprint]}
     # a restarted host lifts the quarantine its predecessor put on
     again = _acting("quarantine")
     again.restore(state)
     later = T0 + timedelta(minutes=6)
-    lifted = again.on_signals(later, [_health("resolved")], p.cluster.view)
+    lifted = again.on_signals(later, [health_signal("resolved")], p.cluster.view)
     assert [r.target for r in lifted if isinstance(r, Action)] == ["a", "a"]
