@@ -25,10 +25,10 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from connectors.alerts.alert import Alert, alert_of
+from connectors.alerts.alert_metrics import AlertMetrics
+from connectors.alerts.http_post import post_json
 from connectors.alerts.lane import Lane, LaneClock
-from connectors.alerts.metrics import AlertMetrics
 from connectors.alerts.sinks import AlertSink
-from connectors.alerts.transport import post_json
 from models import Signal
 from models.refusal import Refusal
 from models.settings import AlertSettings

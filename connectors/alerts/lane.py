@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from connectors.alerts.alert import Alert
-from connectors.alerts.metrics import AlertMetrics
+from connectors.alerts.alert_metrics import AlertMetrics
+from connectors.alerts.http_post import SinkError
 from connectors.alerts.sinks import AlertSink
-from connectors.alerts.transport import SinkError
 from connectors.backoff import Backoff
 from models.settings import AlertSettings
 

@@ -19,7 +19,7 @@ from streams.app.probes import Health, serve_health_or_exit
 from streams.app.settings_load import load_settings
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
-from streams.distributed.metrics import WorkerCollector
+from streams.distributed.worker_metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 
