@@ -32,6 +32,7 @@ from models.action_settings import (
 from models.bounds import TIME_MAX, TIME_MIN
 from models.settings_env import PREFIX, unknown_names
 from models.settings_group import Group as _Group
+from models.settings_group import PluginModule
 
 __all__ = [
     "ActuatorSettings",
@@ -435,12 +436,6 @@ class SqlSettings(_Group):
     seconds; a query over ``system.numbers`` would run for ever."""
     max_memory_bytes: Annotated[int, Field(ge=64 * 1024**2, le=1024**4)] = 4 * 1024**3
     """Memory one query may use in the engine (4 GiB: a sixth of a 24 GiB machine)."""
-
-
-PluginModule = Annotated[
-    str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=200)
-]
-"""A dotted module name (``pkg.module``), nothing a shell or a path could smuggle in."""
 
 
 class GpufragSettings(BaseSettings):

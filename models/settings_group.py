@@ -3,9 +3,11 @@ numbers are finite and durations bounded."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from typing import Annotated
 
-__all__ = ["INT64_MAX", "INT64_MIN", "SECONDS_MAX", "Group"]
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+__all__ = ["INT64_MAX", "INT64_MIN", "SECONDS_MAX", "Group", "PluginModule"]
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -31,3 +33,9 @@ class Group(BaseModel):
             # ClickHouse columns, Kafka and orjson all stop at 64 bits
             raise ValueError("must fit in 64 bits")
         return value
+
+
+PluginModule = Annotated[
+    str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$", max_length=200)
+]
+"""A dotted module name (``pkg.module``), nothing a shell or a path could smuggle in."""

@@ -29,7 +29,7 @@ from models import (
 from models.analysis import ClusterFragmentation, Explanation, InstantReport
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 from streams.detectors.registry import DETECTORS
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.shapes import TypicalPods

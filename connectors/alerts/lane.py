@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from connectors.alerts.alert import Alert
-from connectors.alerts.metrics import AlertMetrics
+from connectors.alerts.alert_metrics import AlertMetrics
 from connectors.alerts.registry import AlertSink, SinkError
 from connectors.backoff import Backoff
 from models.settings import AlertSettings

@@ -12,8 +12,8 @@ import aiohttp
 import orjson
 
 from connectors.alerts.alert import Alert
+from connectors.alerts.http_post import post_json
 from connectors.alerts.registry import ALERT_SINKS
-from connectors.alerts.transport import post_json
 
 __all__ = ["AlertmanagerSink", "HttpJsonSink", "SlackSink", "WebhookSink"]
 
@@ -25,7 +25,7 @@ before Alertmanager resolves it on its own (Prometheus uses 4 the same way)."""
 @dataclass(slots=True)
 class HttpJsonSink:
     """What the HTTP sinks share: a connection pool, and each batch one POST of ``body`` to
-    ``url`` through ``transport.post_json`` (5xx, 408, 429 and no answer retriable, other 4xx
+    ``url`` through ``http_post.post_json`` (5xx, 408, 429 and no answer retriable, other 4xx
     refused; no error text quotes the URL). A subclass gives ``url`` and ``body``."""
 
     _session: aiohttp.ClientSession | None = field(

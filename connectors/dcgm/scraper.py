@@ -28,8 +28,8 @@ from prometheus_client import CollectorRegistry
 from connectors.backoff import Backoff
 from connectors.dcgm.endpoints import Discovery, Endpoint
 from connectors.dcgm.exposition import clip
-from connectors.dcgm.metrics import ErrorReason, ScrapeMetrics
 from connectors.dcgm.samples import MIN_TIMESTAMP, TimedSample, parse_exposition
+from connectors.dcgm.scrape_metrics import ErrorReason, ScrapeMetrics
 from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
 from models.refusal import RAW_MAX_CHARS

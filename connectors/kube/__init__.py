@@ -2,19 +2,19 @@
 are installed, Kueue and Volcano queues, each a list+watch reflector emitting envelopes; and
 the actuator, which evicts, cordons and taints while it holds the actuator Lease."""
 
-from connectors.kube.actuator import Actuator, Executor
-from connectors.kube.api import Gone, KubeApiError, NotServed, ResourceType, resource_types
-from connectors.kube.calls import (
+from connectors.kube.act.actuator import Actuator, Executor
+from connectors.kube.act.calls import (
     ActuatorLimit,
     AttemptsExhausted,
     ConflictsExhausted,
-    Gate,
+    LeaseGate,
     NotHolding,
 )
+from connectors.kube.act.lease import LeaseElector
 from connectors.kube.client import api_client_for
-from connectors.kube.lease import LeaseElector
-from connectors.kube.reflector import Reflector, ReflectorOptions
-from connectors.kube.source import KubeSource
+from connectors.kube.watch.api import Gone, KubeApiError, NotServed, ResourceType, resource_types
+from connectors.kube.watch.reflector import Reflector, ReflectorOptions
+from connectors.kube.watch.source import KubeSource
 
 __all__ = [
     "Actuator",
@@ -22,11 +22,11 @@ __all__ = [
     "AttemptsExhausted",
     "ConflictsExhausted",
     "Executor",
-    "Gate",
     "Gone",
     "KubeApiError",
     "KubeSource",
     "LeaseElector",
+    "LeaseGate",
     "NotHolding",
     "NotServed",
     "Reflector",

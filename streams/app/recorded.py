@@ -10,8 +10,8 @@ from connectors.clickhouse.store import Store
 from models import NodeEvent, PodEvent
 from models.events import EventKind
 from streams.fragmentation.shapes import PodShape
+from streams.placement.recorded_whatif import CurvePoint, RecordedPod
 from streams.placement.spec import NodeSpec, PodSpec
-from streams.placement.whatif import CurvePoint, RecordedPod
 
 __all__ = ["Recorded", "Window", "read_recorded"]
 

@@ -11,8 +11,8 @@ from models import Envelope, GpufragSettings
 from streams.app.store_output import StoreOutput
 from streams.planners.acting import Acting
 from streams.runner.embedded import Emission, Failure
-from streams.simulation.actuation import Progress, closed_loop
 from streams.simulation.cluster import SimulatedCluster
+from streams.simulation.sim_actuator import Progress, closed_loop
 
 __all__ = ["ActionsChoice", "LoopNotes", "action_summary", "settings_for", "source_of"]
 

@@ -110,7 +110,7 @@ class QueueTally:
 
 
 @dataclass(frozen=True, slots=True)
-class Ledger:
+class QueueQuota:
     """One quota: a ClusterQueue, a Volcano Queue or a namespace ResourceQuota."""
 
     key: str
@@ -147,25 +147,25 @@ class Ledger:
 
 @dataclass(frozen=True, slots=True)
 class QueueView:
-    queues: dict[str, Ledger]
+    queues: dict[str, QueueQuota]
     """ClusterQueues and Volcano Queues, by object key."""
-    quotas: dict[str, list[Ledger]]
+    quotas: dict[str, list[QueueQuota]]
     """Namespace -> its GPU ResourceQuotas."""
     queue_of: dict[Place, str]
     """(namespace, pod's queue name) -> the queue it draws from."""
 
-    def cohort(self, ledger: Ledger) -> list[Ledger]:
+    def cohort(self, ledger: QueueQuota) -> list[QueueQuota]:
         if ledger.cohort is None:
             return [ledger]
         return [q for q in self.queues.values() if q.cohort == ledger.cohort]
 
-    def cohort_free(self, ledger: Ledger, resource: str) -> float:
+    def cohort_free(self, ledger: QueueQuota, resource: str) -> float:
         """Guaranteed quota of the cohort nobody uses (borrowers use others' share)."""
         members = self.cohort(ledger)
         free = sum(m.guaranteed.get(resource, 0.0) - m.used.get(resource, 0.0) for m in members)
         return max(0.0, free)
 
-    def headroom(self, ledger: Ledger, resource: str) -> float:
+    def headroom(self, ledger: QueueQuota, resource: str) -> float:
         """What the queue could still take: its idle share and what it may borrow."""
         used = ledger.used.get(resource, 0.0)
         room = ledger.idle(resource) + max(
@@ -206,7 +206,7 @@ def queue_view(objects: Mapping[str, QueueObject], tally: QueueTally) -> QueueVi
         if o.state in WAITING_STATES
     ]
     queue_of: dict[Place, str] = {}
-    queues: dict[str, Ledger] = {}
+    queues: dict[str, QueueQuota] = {}
     local = by_kind.get(QueueSourceKind.LOCAL_QUEUE, [])
     for cq in by_kind.get(QueueSourceKind.CLUSTER_QUEUE, []):
         places = [(lq.namespace or "", lq.name) for lq in local if lq.parent == cq.name]
@@ -227,7 +227,7 @@ def queue_view(objects: Mapping[str, QueueObject], tally: QueueTally) -> QueueVi
             if g.source_kind is QueueSourceKind.POD_GROUP and g.parent == vq.name
         ]
         queues[vq.key] = _ledger(vq, f"volcano:{vq.parent or 'root'}", places, tally, demand)
-    quotas: dict[str, list[Ledger]] = {}
+    quotas: dict[str, list[QueueQuota]] = {}
     for rq in by_kind.get(QueueSourceKind.RESOURCE_QUOTA, []):
         # the quota already counts its namespace's pods, pending ones too (charged when they
         # were created): its demand is the work that has no pods yet (waiting Workloads and
@@ -237,7 +237,7 @@ def queue_view(objects: Mapping[str, QueueObject], tally: QueueTally) -> QueueVi
         waits = _total(w.requested for w in waiting if w.namespace == ns)
         charged = _minus(rq.used, tally.of(places, bound=False))
         quotas.setdefault(ns, []).append(
-            Ledger(
+            QueueQuota(
                 key=rq.key,
                 cohort=None,
                 guaranteed=dict(rq.nominal),
@@ -255,8 +255,8 @@ def _ledger(
     places: list[Place],
     tally: QueueTally,
     demand: list[dict[str, float]],
-) -> Ledger:
-    return Ledger(
+) -> QueueQuota:
+    return QueueQuota(
         key=obj.key,
         cohort=cohort,
         guaranteed=dict(obj.nominal),

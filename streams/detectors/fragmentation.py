@@ -7,7 +7,7 @@ from datetime import datetime
 
 from models import MILLI_PER_GPU, Scope, Severity, Signal, SignalKind
 from models.settings import FragmentationSettings
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 CLUSTER = "cluster"
 

@@ -15,7 +15,7 @@ from models.settings import GpuHealthSettings
 from models.xid import classify_xid
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 KIND = SignalKind.GPU_UNHEALTHY
 

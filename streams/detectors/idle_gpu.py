@@ -22,7 +22,7 @@ from models.cards import SharingMode, card_slices
 from models.settings import IdleGpuSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 KIND = SignalKind.IDLE_GPU
 MIG_MEMORY_SHARE = {

@@ -15,7 +15,7 @@ from models import Scope, Severity, Signal, SignalKind
 from models.settings import NearMemoryLimitSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView, TaskChange
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 KIND = SignalKind.NEAR_MEMORY_LIMIT
 

@@ -22,7 +22,7 @@ from models import Scope, Severity, Signal, SignalKind
 from models.settings import OomStormSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView, TaskChange
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 from streams.windows import Keyed, WindowEvent, WindowOperator, WindowSpec
 
 KIND = SignalKind.OOM_STORM

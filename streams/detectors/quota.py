@@ -23,9 +23,9 @@ from datetime import datetime
 from models import Scope, Severity, Signal, SignalKind
 from models.settings import QuotaSettings
 from streams.cluster.book import SignalBook
-from streams.cluster.queues import EPSILON, Ledger, QueueView, queue_view
+from streams.cluster.queues import EPSILON, QueueQuota, QueueView, queue_view
 from streams.cluster.view import ClusterView, TaskChange
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 KINDS = (
     SignalKind.QUOTA_BORROWABLE,
@@ -95,7 +95,7 @@ def _queue_findings(qv: QueueView) -> list[Finding]:
     return out
 
 
-def _borrowable(qv: QueueView, q: Ledger, resource: str) -> Finding | None:
+def _borrowable(qv: QueueView, q: QueueQuota, resource: str) -> Finding | None:
     """Pending work beyond the queue's own idle quota, and idle quota elsewhere in its cohort."""
     pending, own = q.pending[resource], q.idle(resource)
     need = pending - own
@@ -130,7 +130,7 @@ def _borrowable(qv: QueueView, q: Ledger, resource: str) -> Finding | None:
     )
 
 
-def _lender_blocked(qv: QueueView, q: Ledger, resource: str) -> Finding | None:
+def _lender_blocked(qv: QueueView, q: QueueQuota, resource: str) -> Finding | None:
     """Pending work within the queue's own unused quota that the cohort cannot give back,
     because others borrowed it."""
     pending, own = q.pending[resource], q.idle(resource)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from models.registry import Registry
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
 from streams.detectors.gpu_health import GpuHealth
 from streams.detectors.idle_gpu import IdleGpu

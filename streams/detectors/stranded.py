@@ -9,7 +9,7 @@ from models import Scope, Severity, Signal, SignalKind
 from models.settings import StrandedGpusSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 
 
 class StrandedGpus(Detector[StrandedGpusSettings]):

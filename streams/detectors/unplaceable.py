@@ -26,7 +26,7 @@ from models.settings import UnplaceablePendingSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.queues import QueueView, queue_view
 from streams.cluster.view import ClusterView, TaskChange
-from streams.detectors.base import Detector
+from streams.detectors.detector import Detector
 from streams.fragmentation.pending import check_gang, explain_task
 from streams.fragmentation.verdicts import check_verdict
 

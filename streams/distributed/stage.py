@@ -32,7 +32,7 @@ Reject = Callable[[Any, str], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
+class HeldInput:
     """An item to apply in event-time order."""
 
     order: OrderKey
@@ -49,7 +49,7 @@ class Direct:
     item: object
 
 
-Decoded = SourceProgress | Held | Direct | None
+Decoded = SourceProgress | HeldInput | Direct | None
 """None: nothing to do with this message (acknowledged)."""
 
 

@@ -41,7 +41,7 @@ from streams.distributed.codec import (
     encode_progress,
     encode_report,
 )
-from streams.distributed.stage import Decoded, Direct, Held, StageCounters, released_key
+from streams.distributed.stage import Decoded, Direct, HeldInput, StageCounters, released_key
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import Evaluation, InstantOutput, PipelineDef
@@ -127,8 +127,9 @@ class TaskLogic:
         if not isinstance(p, PodEvent | SchedulingEvent):
             raise DecodeError(f"a {item.kind.value} event on {topic}")
         if isinstance(p, SchedulingEvent) and not p.event.pod_name:
-            return Held(ordered(item), None)  # about a node: nothing for a task, still in order
-        return Held(ordered(item), TaskInput(item.key, p, item.event_time, item.id))
+            # about a node: nothing for a task, still in order
+            return HeldInput(ordered(item), None)
+        return HeldInput(ordered(item), TaskInput(item.key, p, item.event_time, item.id))
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
         if item is None:
@@ -178,21 +179,21 @@ class NodeLogic:
             b, order = decoded
             if not isinstance(b, Binding) or order is None:
                 raise DecodeError(f"expected an ordered binding, got {type(b).__name__}")
-            return Held(order, NodeInput(b.node, b, b.at), derived=True)
+            return HeldInput(order, NodeInput(b.node, b, b.at), derived=True)
         item = decode_input(raw)
         if isinstance(item, SourceProgress):
             return item
         p = item.payload
         if isinstance(p, NodeEvent):
-            return Held(ordered(item), NodeInput(p.node.name, p, item.event_time))
+            return HeldInput(ordered(item), NodeInput(p.node.name, p, item.event_time))
         if isinstance(p, GpuSampleEvent):
-            return Held(ordered(item), NodeInput(p.sample.node, p.sample, item.event_time))
+            return HeldInput(ordered(item), NodeInput(p.sample.node, p.sample, item.event_time))
         if isinstance(p, SchedulingEvent):
             # the scheduler events' topic is keyed by pod or node: only the kubelet's SystemOOM
             # is about a node; the rest is the tasks stage's, held here only to keep the order
             if not is_system_oom(p) or p.event.node is None:
-                return Held(ordered(item), None)
-            return Held(ordered(item), NodeInput(p.event.node, p, item.event_time, item.id))
+                return HeldInput(ordered(item), None)
+            return HeldInput(ordered(item), NodeInput(p.event.node, p, item.event_time, item.id))
         raise DecodeError(f"a {item.kind.value} event on {topic}")
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
@@ -278,7 +279,7 @@ class ClusterLogic:
             if not isinstance(item.payload, QueueEvent):
                 raise DecodeError(f"a {item.kind.value} event on {topic}")
             # the embedded runner's join passes it through with the same order key
-            return Held(ordered(item), queue_update(item))
+            return HeldInput(ordered(item), queue_update(item))
         decoded = decode(raw)
         if isinstance(decoded, SourceProgress):
             return decoded
@@ -287,7 +288,7 @@ class ClusterLogic:
             raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
         if order is None:
             return Direct(delta)  # telemetry-driven (a memory peak): applied as it comes
-        return Held(order, delta, derived=True)
+        return HeldInput(order, delta, derived=True)
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
         assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate | QueueUpdate)

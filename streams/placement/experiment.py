@@ -18,9 +18,9 @@ import numpy.typing as npt
 
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.policies import make_policy
-from streams.placement.scheduler import Placement, SimScheduler
+from streams.placement.sim_scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec, PodSpec
 
 FloatArray = npt.NDArray[np.float64]
@@ -76,7 +76,7 @@ def arrival_sequence(
 
 
 @dataclass(frozen=True, slots=True)
-class RunRecord:
+class SeedRun:
     """One value per arrival, in percent of the cluster's GPU capacity (ratio: of idle GPU)."""
 
     arrived_pct: FloatArray
@@ -95,7 +95,7 @@ def run_seed(
     seed: int,
     typical: TypicalPods,
     ratio: float = DEFAULT_RATIO,
-) -> RunRecord:
+) -> SeedRun:
     rng = np.random.default_rng(seed)
     tie_rank = rng.permutation(len(nodes)).astype(np.int64)
     cluster = SimCluster(nodes, measure=FragMeasure(typical), tie_rank=tie_rank)
@@ -119,7 +119,7 @@ def run_seed(
     cap = float(cluster.capacity_milli)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio_pct = np.where(idle > 0, frag / idle * 100.0, 0.0)
-    return RunRecord(
+    return SeedRun(
         arrived_pct=arrived / cap * 100.0,
         alloc_pct=alloc / cap * 100.0,
         frag_amount_pct=frag / cap * 100.0,
@@ -155,7 +155,7 @@ class Curve:
     pods_placed: float
 
     @classmethod
-    def of_record(cls, rec: RunRecord, levels: Sequence[int] = LEVELS) -> Curve:
+    def of_record(cls, rec: SeedRun, levels: Sequence[int] = LEVELS) -> Curve:
         def per_level(values: FloatArray) -> tuple[float, ...]:
             return tuple(float(v) for v in level_means(rec.arrived_pct, values, levels))
 

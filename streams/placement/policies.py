@@ -17,7 +17,7 @@ import numpy as np
 
 from streams.fragmentation.measure import LegacyState, node_state
 from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
-from streams.placement.cluster import IntArray, SimCluster
+from streams.placement.cluster_arrays import IntArray, SimCluster
 from streams.placement.spec import PodSpec
 
 MAX_NODE_SCORE = 100

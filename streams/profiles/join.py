@@ -26,7 +26,7 @@ from models import (
     TaskProfile,
 )
 from models.cards import SharingMode
-from streams.profiles.cards import LaidCard, lay_cards
+from streams.profiles.card_layout import LaidCard, lay_cards
 from streams.profiles.health import CardHealth, health_step
 from streams.profiles.heard import heard, waits
 from streams.profiles.quiet import QuietRules, QuietRun, quiet_step

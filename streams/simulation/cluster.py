@@ -37,13 +37,13 @@ from models import (
 from models.settings import OomStormSettings
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.experiment import arrival_sequence
 from streams.placement.policies import make_policy
-from streams.placement.scheduler import Placement, SimScheduler
+from streams.placement.sim_scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec, PodSpec
-from streams.simulation.actuation import Barrier, SimActuator
 from streams.simulation.incidents import StormInjector, plan
+from streams.simulation.sim_actuator import Barrier, SimActuator
 
 NAMESPACE = "trace"
 
@@ -74,7 +74,7 @@ class ReplayOptions:
     source: str = "trace"
     enforce_actions: bool = False
     """Close the loop: where the scheduler fails a pod, wait for the pipeline's actions for
-    that instant and apply them (``streams/simulation/actuation.py``) before going on."""
+    that instant and apply them (``streams/simulation/sim_actuator.py``) before going on."""
     inject_oom_storms: int = 0
     """Scripted OOM incidents (and background OOMs) added to the stream at seeded times and
     places (``streams/simulation/incidents.py``); the simulated scheduler does not see them."""

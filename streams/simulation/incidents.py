@@ -13,7 +13,7 @@ The simulated scheduler is not told of the injected pods, so the trace's own pla
 with them its fragmentation and FGD figures, are those of the same replay without them. The
 pipeline does see them, each holding 100 milli of its card for the few minutes it lives; a
 trace pod the simulator puts on that card meanwhile overcommits it in the pipeline's view,
-where the card layout counts the surplus as unplaced (``streams/profiles/cards.py``).
+where the card layout counts the surplus as unplaced (``streams/profiles/card_layout.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from models import (
     Scope,
 )
 from models.settings import OomStormSettings
-from streams.simulation.actuation import Barrier
+from streams.simulation.sim_actuator import Barrier
 
 SOURCE = "inject:oom-storms"
 """The injected events' source, so the store tells them from the trace's."""

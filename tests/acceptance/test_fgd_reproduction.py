@@ -13,7 +13,7 @@ from connectors.trace.published import read_published
 from streams.app.workload import load_nodes, pod_shape, specs
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.experiment import run_experiment
 
 WORKLOADS = ("default", "gpushare40", "multigpu20", "cpu050")

@@ -6,7 +6,7 @@ test, or through ``GPUFRAG_PLUGINS`` in a `gpufrag` process) is all it takes to 
 from __future__ import annotations
 
 from models import Scope, Severity, Signal
-from streams.detectors.base import Detector, ExtensionSwitch
+from streams.detectors.detector import Detector, ExtensionSwitch
 from streams.detectors.registry import DETECTORS
 
 KIND = "toy_full_node"

@@ -16,7 +16,7 @@ from models.scheduler_message import (
     pending_verdict,
     preemption_of,
 )
-from streams.placement.scheduler import failed_scheduling_message
+from streams.placement.sim_scheduler import failed_scheduling_message
 
 CASES = [
     (

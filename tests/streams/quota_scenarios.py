@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.kube.nodes import node_from_kube
-from connectors.kube.pods import pod_from_kube
-from connectors.kube.queues import (
+from connectors.kube.watch.nodes import node_from_kube
+from connectors.kube.watch.pods import pod_from_kube
+from connectors.kube.watch.queue_objects import (
     pod_group_from_dict,
     quota_from_kube,
     volcano_queue_from_dict,

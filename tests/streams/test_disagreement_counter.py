@@ -27,9 +27,9 @@ from models import (
     SchedulerEvent,
     SchedulingEvent,
 )
-from streams.distributed.metrics import WorkerCollector
 from streams.distributed.stage import StageCounters
 from streams.distributed.stages import ClusterLogic, Outlets
+from streams.distributed.worker_metrics import WorkerCollector
 from streams.instants import OrderKey
 from streams.pipeline import define_pipeline
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate

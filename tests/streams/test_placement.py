@@ -7,10 +7,10 @@ import pytest
 
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
-from streams.placement.cluster import PlacementError, SimCluster
+from streams.placement.cluster_arrays import PlacementError, SimCluster
 from streams.placement.experiment import arrival_sequence, level_means
 from streams.placement.policies import make_policy
-from streams.placement.scheduler import Placement, SimScheduler, Unschedulable
+from streams.placement.sim_scheduler import Placement, SimScheduler, Unschedulable
 from streams.placement.spec import NodeSpec, PodSpec
 
 HALF = PodShape(cpu_milli=1000, gpu_milli=500, gpu_count=1)

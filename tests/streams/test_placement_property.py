@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.policies import make_policy
-from streams.placement.scheduler import Placement, SimScheduler, Unschedulable
+from streams.placement.sim_scheduler import Placement, SimScheduler, Unschedulable
 from streams.placement.spec import NodeSpec, PodSpec
 
 MILLI = 1000

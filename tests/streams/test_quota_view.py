@@ -1,7 +1,7 @@
 """The queue view and the quota detector, as scenario tables: real-shaped Kueue ClusterQueues,
 LocalQueues and Workloads, Volcano Queues and PodGroups, and ResourceQuotas, mapped by the
-watchers' own code (``connectors/kube/queues.py``), with pods and nodes mapped the same way,
-through the profile join into the cluster operator one event-time instant at a time. Each
+watchers' own code (``connectors/kube/watch/queue_objects.py``), with pods and nodes mapped the
+same way, through the profile join into the cluster operator one event-time instant at a time. Each
 step lists the signals it opens and resolves; a restart from the snapshot after any step gives
 the same signals afterwards."""
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from connectors.clickhouse.rows import explanation_row
-from connectors.kube.queues import (
+from connectors.kube.watch.queue_objects import (
     cluster_queue_from_dict,
     local_queue_from_dict,
     volcano_queue_from_dict,

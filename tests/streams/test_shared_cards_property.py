@@ -14,7 +14,7 @@ from models.cards import SharingMode
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
-from streams.profiles.cards import lay_cards
+from streams.profiles.card_layout import lay_cards
 from streams.profiles.join import node_profile
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from streams.fragmentation.shapes import PodShape
+from streams.placement.recorded_whatif import RecordedPod, replay_recorded
 from streams.placement.spec import NodeSpec, PodSpec
-from streams.placement.whatif import RecordedPod, replay_recorded
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

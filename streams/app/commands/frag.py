@@ -15,7 +15,7 @@ from streams.app.options import JsonOption, NodesOption, PodsOption
 from streams.app.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import DEFAULT_COVERAGE, TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.experiment import ProtocolError
 
 

@@ -16,7 +16,7 @@ import orjson
 import typer
 
 from connectors.dcgm import parse_exposition
-from connectors.kube.snapshot import Snapshot, SnapshotError, read_snapshot
+from connectors.kube.watch.snapshot import Snapshot, SnapshotError, read_snapshot
 from models import GpufragSettings, GpuSample
 from streams.app.bounded_read import fail, read_bounded
 from streams.app.commands.dcgm_parse import read_capped

@@ -43,13 +43,13 @@ from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import check_protocol_inputs
 from streams.runner.embedded import EmbeddedRunner
 from streams.runner.fanout import OutputSink
-from streams.simulation.actuation import Progress as LoopProgress
 from streams.simulation.cluster import (
     ReplayOptions,
     SimulatedCluster,
     TraceMode,
     TraceReplayError,
 )
+from streams.simulation.sim_actuator import Progress as LoopProgress
 from streams.simulation.storm_tally import StormTally
 
 SEED_MAX = 2**63 - 1

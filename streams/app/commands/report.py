@@ -27,7 +27,7 @@ from streams.app.report.data import (
     WhatIfCurves,
 )
 from streams.placement.policies import POLICIES
-from streams.placement.whatif import CurvePoint, replay_recorded
+from streams.placement.recorded_whatif import CurvePoint, replay_recorded
 
 MAX_CURVE_POINTS = 2000
 

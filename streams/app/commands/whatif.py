@@ -19,7 +19,7 @@ from streams.app.named_queries import QueryError
 from streams.app.options import JsonOption, StoreOption
 from streams.app.recorded import Recorded, Window, read_recorded
 from streams.placement.policies import POLICIES
-from streams.placement.whatif import CurvePoint, WhatIf, replay_recorded
+from streams.placement.recorded_whatif import CurvePoint, WhatIf, replay_recorded
 
 NAMES_SHOWN = 20
 

@@ -17,7 +17,7 @@ from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.session import Session
 from streams.app.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
-from streams.distributed.metrics import WorkerCollector
+from streams.distributed.worker_metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 
-from connectors.kube import Actuator, Executor, Gate
+from connectors.kube import Actuator, Executor, LeaseGate
 from models import ActionKind, ActionMode, ActuatorSettings
 
 WAIT_S = 20.0
@@ -34,7 +34,7 @@ class Holding:
 
 
 def enforcing(
-    client: ApiClient, *, gate: Gate | None = None, identity: str = "test", **settings: Any
+    client: ApiClient, *, gate: LeaseGate | None = None, identity: str = "test", **settings: Any
 ) -> Actuator:
     s = ActuatorSettings(**settings)
     executor = Executor(

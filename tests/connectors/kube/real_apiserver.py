@@ -29,7 +29,7 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from connectors.kube import KubeSource, Reflector
-from connectors.kube.api import KubeApiError, Page
+from connectors.kube.watch.api import KubeApiError, Page
 from connectors.refusals import RefusalLog
 from models import Envelope, KubeResource, KubeSettings, NodeEvent, PodEvent
 from tests.connectors.kube.helpers import Collector

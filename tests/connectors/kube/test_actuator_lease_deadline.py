@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from connectors.kube import LeaseElector
-from connectors.kube.lease_api import LeaseRecord, LeaseUnavailable
+from connectors.kube.act.lease_api import LeaseRecord, LeaseUnavailable
 from models import ActuatorSettings
 
 SETTINGS = ActuatorSettings(lease_duration_s=15, renew_deadline_s=10, renew_interval_s=2)

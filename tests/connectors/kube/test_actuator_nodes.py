@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from connectors.kube.node_actions import CORDON_ANNOTATION
+from connectors.kube.act.node_actions import CORDON_ANNOTATION
 from models import ActionOutcome, CordonNode, TaintNode, UncordonNode, UntaintNode
 from tests.connectors.kube.actuator_helpers import ENFORCE, enforcing, node_of
 

@@ -13,9 +13,9 @@ from kubernetes_asyncio.client import (
     V1ContainerStatus,
 )
 
-from connectors.kube.gpu_oom import CUDA_OOM, gpu_oom_reason
-from connectors.kube.pods import oom_kills
-from connectors.kube.scheduling import oom_event
+from connectors.kube.gpu.oom_messages import CUDA_OOM, gpu_oom_reason
+from connectors.kube.watch.pods import oom_kills
+from connectors.kube.watch.scheduling import oom_event
 from tests.kube_fake.objects import T0, pod
 from tests.paths import H200_DIR
 

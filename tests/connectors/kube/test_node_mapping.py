@@ -10,9 +10,9 @@ import pytest
 from kubernetes_asyncio.client import ApiClient, V1NodeCondition, V1Taint
 from prometheus_client import CollectorRegistry
 
-from connectors.kube.gpu import gpu_model_of
-from connectors.kube.nodes import node_from_kube
+from connectors.kube.gpu.resource_names import gpu_model_of
 from connectors.kube.objects import MappingError
+from connectors.kube.watch.nodes import node_from_kube
 from models import KubeResource, NodeEvent, Taint
 from models.cards import SharingMode
 from tests.connectors.kube.helpers import Collector, kube_settings, running

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import (
 )
 
 from connectors.kube.objects import MappingError
-from connectors.kube.pods import pod_from_kube
+from connectors.kube.watch.pods import pod_from_kube
 from models import GangRef, OwnerRef, PodPhase, QosClass, Toleration, WorkloadKind
 from tests.kube_fake.objects import T0, container, pod
 

@@ -10,7 +10,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from connectors.clickhouse.rows import event_row
-from connectors.kube.queues import (
+from connectors.kube.watch.queue_objects import (
     cluster_queue_from_dict,
     local_queue_from_dict,
     pod_group_from_dict,

@@ -14,9 +14,9 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
-from connectors.kube.nodes import node_from_kube
 from connectors.kube.objects import MappingError
-from connectors.kube.pods import pod_from_kube
+from connectors.kube.watch.nodes import node_from_kube
+from connectors.kube.watch.pods import pod_from_kube
 from connectors.refusals import RefusalLog
 from models import Envelope, KubeResource, PodEvent, ResourceRequest, from_json, to_json
 from tests.connectors.kube.helpers import Collector, kube_settings, running

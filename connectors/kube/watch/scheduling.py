@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from connectors.kube.objects import MappingError, aware
-from connectors.kube.pods import OomKill
+from connectors.kube.watch.pods import OomKill
 from models import SchedulerEvent
 from models.bounds import COUNT_MAX
 

@@ -30,11 +30,11 @@ import aiohttp
 import orjson
 
 from connectors.backoff import Backoff
-from connectors.kube.api import Gone, KubeApiError, NotServed, ResourceClient
-from connectors.kube.handlers import Emit, Handler
-from connectors.kube.metrics import KubeMetrics
-from connectors.kube.object_refusals import ObjectRefusals
 from connectors.kube.objects import Undecodable, get_path, identity_of
+from connectors.kube.watch.api import Gone, KubeApiError, NotServed, ResourceClient
+from connectors.kube.watch.handlers import Emit, Handler
+from connectors.kube.watch.object_refusals import ObjectRefusals
+from connectors.kube.watch.watch_metrics import KubeMetrics
 from models import Envelope
 
 __all__ = ["Entry", "Reflector", "ReflectorOptions"]

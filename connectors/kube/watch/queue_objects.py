@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connectors.kube.gpu import is_gpu_resource
+from connectors.kube.gpu.resource_names import is_gpu_resource
 from connectors.kube.objects import MappingError, get_path, refused_fields
 from connectors.kube.quantity import QuantityError, parse_amount
 from models import QueueObject, QueueSourceKind

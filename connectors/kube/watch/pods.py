@@ -18,7 +18,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connectors.kube.gpu import (
+from connectors.kube.gpu.memory_limits import mps_limit_mib
+from connectors.kube.gpu.oom_messages import gpu_oom_reason
+from connectors.kube.gpu.resource_names import (
     GPU,
     GPU_CORES,
     GPU_MEMORY,
@@ -28,8 +30,6 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
-from connectors.kube.gpu_limits import mps_limit_mib
-from connectors.kube.gpu_oom import gpu_oom_reason
 from connectors.kube.objects import MappingError, aware, refused_fields, tolerations_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import (

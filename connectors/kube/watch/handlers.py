@@ -12,10 +12,10 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
-from connectors.kube.object_refusals import ObjectRefusals
 from connectors.kube.objects import MappingError, refused_fields
-from connectors.kube.pods import GangLookup, oom_kills, pod_from_kube
-from connectors.kube.scheduling import event_count, event_time, oom_event, scheduler_event
+from connectors.kube.watch.object_refusals import ObjectRefusals
+from connectors.kube.watch.pods import GangLookup, oom_kills, pod_from_kube
+from connectors.kube.watch.scheduling import event_count, event_time, oom_event, scheduler_event
 from models import (
     Envelope,
     Frozen,

@@ -21,7 +21,7 @@ from datetime import datetime
 
 from models import Action, ActionMode, ActionOutcome, Envelope
 from models.actuation import ACTUATOR_EVIDENCE_KEY, ActionRequest, EvictPod
-from streams.placement.scheduler import SimScheduler
+from streams.placement.sim_scheduler import SimScheduler
 
 __all__ = ["Barrier", "Progress", "SimActuator", "closed_loop"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from connectors.kube.metrics import KubeMetrics
 from connectors.kube.objects import MappingError, identity_of, name_of, raw_text
+from connectors.kube.watch.watch_metrics import KubeMetrics
 from connectors.refusals import RefusalLog
 
 __all__ = ["ObjectRefusals"]

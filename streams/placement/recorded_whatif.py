@@ -18,9 +18,9 @@ import numpy as np
 
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.policies import make_policy
-from streams.placement.scheduler import Placement, SimScheduler
+from streams.placement.sim_scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec, PodSpec
 
 __all__ = ["CurvePoint", "RecordedPod", "WhatIf", "replay_recorded"]

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from connectors.kube.calls import Answer, Calls
+from connectors.kube.act.calls import Answer, Calls
 from models import ActionOutcome, EvictPod
 
 __all__ = ["Done", "evict", "eviction_body"]

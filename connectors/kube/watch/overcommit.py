@@ -12,9 +12,9 @@ from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
-from connectors.kube.gpu import GPU, GPU_SHARED, mig_profile
-from connectors.kube.pods import pod_requests
+from connectors.kube.gpu.resource_names import GPU, GPU_SHARED, mig_profile
 from connectors.kube.quantity import QuantityError, parse_amount
+from connectors.kube.watch.pods import pod_requests
 
 __all__ = ["Overcommit"]
 

@@ -24,7 +24,7 @@ __all__ = [
     "AttemptsExhausted",
     "Calls",
     "ConflictsExhausted",
-    "Gate",
+    "LeaseGate",
     "NotHolding",
     "Send",
 ]
@@ -35,7 +35,7 @@ DisruptionBudgetCause, in ``details.causes[].reason``); a 429 without it is API 
 fairness throttling, worth a retry."""
 
 
-class Gate(Protocol):
+class LeaseGate(Protocol):
     """Whether this actuator may act now: the Lease elector, or anything that says yes/no."""
 
     def holding(self) -> bool: ...
@@ -116,7 +116,7 @@ class Calls:
     """Sends calls while ``gate`` holds, retrying what is worth retrying a bounded number of
     times; anything final (2xx, 4xx, a PDB's 429) is returned for the caller to judge."""
 
-    gate: Gate
+    gate: LeaseGate
     settings: ActuatorSettings
     rng: random.Random = field(default_factory=random.Random)
 

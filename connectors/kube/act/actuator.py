@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from connectors.kube.calls import ActuatorLimit, Calls, Gate
-from connectors.kube.eviction import Done, evict
-from connectors.kube.node_actions import change_node
+from connectors.kube.act.calls import ActuatorLimit, Calls, LeaseGate
+from connectors.kube.act.eviction import Done, evict
+from connectors.kube.act.node_actions import change_node
 from models import (
     Action,
     ActionMode,
@@ -43,7 +43,7 @@ class Executor:
         self,
         *,
         api_client: Any,
-        gate: Gate,
+        gate: LeaseGate,
         settings: ActuatorSettings,
         identity: str,
         rng: random.Random | None = None,

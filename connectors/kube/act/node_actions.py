@@ -15,8 +15,8 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client as k8s
 
-from connectors.kube.calls import Answer, Calls, ConflictsExhausted
-from connectors.kube.eviction import Done
+from connectors.kube.act.calls import Answer, Calls, ConflictsExhausted
+from connectors.kube.act.eviction import Done
 from models import ActionOutcome, CordonNode, TaintNode, UncordonNode, UntaintNode
 from models.actuation import OUR_PREFIX
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connectors.kube.gpu import (
+from connectors.kube.gpu.hami import HAMI_REGISTER, HamiCards, hami_cards
+from connectors.kube.gpu.resource_names import (
     GPU,
     GPU_SHARED,
     LABEL_COUNT,
@@ -25,7 +26,6 @@ from connectors.kube.gpu import (
     gpu_model_of,
     mig_profile,
 )
-from connectors.kube.hami import HAMI_REGISTER, HamiCards, hami_cards
 from connectors.kube.objects import MappingError, refused_fields, taints_of
 from connectors.kube.quantity import QuantityError, ceil_int, parse_amount
 from models import Node

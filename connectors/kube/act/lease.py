@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from connectors.kube.lease_api import LeaseApi, LeaseRecord, LeaseUnavailable
+from connectors.kube.act.lease_api import LeaseApi, LeaseRecord, LeaseUnavailable
 from models import ActuatorSettings
 
 __all__ = ["LeaseElector", "LeaseStore", "default_identity"]

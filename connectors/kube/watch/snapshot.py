@@ -19,10 +19,10 @@ import orjson
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from connectors.kube.nodes import node_from_kube
 from connectors.kube.objects import MappingError, name_of
-from connectors.kube.overcommit import Overcommit
-from connectors.kube.pods import pod_from_kube
+from connectors.kube.watch.nodes import node_from_kube
+from connectors.kube.watch.overcommit import Overcommit
+from connectors.kube.watch.pods import pod_from_kube
 from models import Node, Pod
 
 __all__ = ["Snapshot", "SnapshotError", "read_snapshot"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streams.placement.cluster import SimCluster
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.policies import Choice, PlacementPolicy
 from streams.placement.spec import PodSpec
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from connectors.kube.api import ResourceClient, resource_types
-from connectors.kube.handlers import (
+from connectors.kube.watch.api import ResourceClient, resource_types
+from connectors.kube.watch.handlers import (
     Clock,
     Emit,
     EventHandler,
@@ -22,10 +22,9 @@ from connectors.kube.handlers import (
     node_payload,
     queue_payload,
 )
-from connectors.kube.metrics import KubeMetrics
-from connectors.kube.nodes import node_from_kube
-from connectors.kube.object_refusals import ObjectRefusals
-from connectors.kube.queues import (
+from connectors.kube.watch.nodes import node_from_kube
+from connectors.kube.watch.object_refusals import ObjectRefusals
+from connectors.kube.watch.queue_objects import (
     cluster_queue_from_dict,
     local_queue_from_dict,
     pod_group_from_dict,
@@ -33,7 +32,8 @@ from connectors.kube.queues import (
     volcano_queue_from_dict,
     workload_from_dict,
 )
-from connectors.kube.reflector import Reflector, ReflectorOptions
+from connectors.kube.watch.reflector import Reflector, ReflectorOptions
+from connectors.kube.watch.watch_metrics import KubeMetrics
 from connectors.refusals import RefusalLog
 from models import KubeResource, KubeSettings, Node, QueueObject
 
