@@ -30,7 +30,7 @@ from models.analysis import ClusterFragmentation, Explanation, InstantReport
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
 from streams.detectors.detector import Detector
-from streams.detectors.registry import DETECTORS
+from streams.detectors.detector_registry import DETECTORS
 from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.shapes import TypicalPods
 from streams.operator import StateChanges

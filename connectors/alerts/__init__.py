@@ -4,7 +4,7 @@ dead-lettered when a sink stays down."""
 
 from connectors.alerts.alert import Alert, alert_of
 from connectors.alerts.dispatcher import AlertDispatcher
-from connectors.alerts.registry import (
+from connectors.alerts.sink_registry import (
     ALERT_SINKS,
     AlertSink,
     AlertSinkBuilder,

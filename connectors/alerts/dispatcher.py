@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 from connectors.alerts.alert import Alert, alert_of
 from connectors.alerts.alert_metrics import AlertMetrics
 from connectors.alerts.lane import Lane, LaneClock
-from connectors.alerts.registry import AlertSink
+from connectors.alerts.sink_registry import AlertSink
 from models import Signal
 from models.refusal import Refusal
 from models.settings import AlertSettings

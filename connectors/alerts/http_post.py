@@ -6,7 +6,7 @@ from __future__ import annotations
 import aiohttp
 
 from connectors.alerts.redact import redact
-from connectors.alerts.registry import SinkError
+from connectors.alerts.sink_registry import SinkError
 
 __all__ = ["post_json"]
 

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from connectors.alerts.alert import Alert
 from connectors.alerts.alert_metrics import AlertMetrics
-from connectors.alerts.registry import AlertSink, SinkError
+from connectors.alerts.sink_registry import AlertSink, SinkError
 from connectors.backoff import Backoff
 from models.settings import AlertSettings
 

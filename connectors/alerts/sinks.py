@@ -13,7 +13,7 @@ import orjson
 
 from connectors.alerts.alert import Alert
 from connectors.alerts.http_post import post_json
-from connectors.alerts.registry import ALERT_SINKS
+from connectors.alerts.sink_registry import ALERT_SINKS
 
 __all__ = ["AlertmanagerSink", "HttpJsonSink", "SlackSink", "WebhookSink"]
 

@@ -14,8 +14,8 @@ try:  # typer >= 0.22 vendors its own click; its exceptions are what the app rai
 except ImportError:  # pragma: no cover - older typer on real click
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-from streams.app.errors import EXIT_USAGE
-from streams.app.setting_errors import setting_lines
+from streams.app.console.errors import EXIT_USAGE
+from streams.app.console.setting_errors import setting_lines
 
 COMMANDS = {
     "replay": "replay",

@@ -33,7 +33,7 @@ from streams.guardrails.gate import Candidate, Gate
 from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
 from streams.planners.plan import Plan, Planner, StatefulPlanner
-from streams.planners.registry import PLANNERS, PlannerInputs
+from streams.planners.planner_registry import PLANNERS, PlannerInputs
 
 __all__ = ["Acting", "ActingOutput", "SignalsAt"]
 

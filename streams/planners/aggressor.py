@@ -8,7 +8,7 @@ from models.settings import GuardrailSettings
 from streams.cluster.view import ClusterView
 from streams.planners.candidates import evictable
 from streams.planners.plan import Plan
-from streams.planners.registry import PlannerInputs, register_planner
+from streams.planners.planner_registry import PlannerInputs, register_planner
 
 __all__ = ["EvictAggressor"]
 

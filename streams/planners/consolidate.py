@@ -18,8 +18,8 @@ from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
+from streams.planners.planner_registry import register_planner
 from streams.planners.reclaim import pending_of
-from streams.planners.registry import register_planner
 from streams.planners.search import Found, Searching, fewest
 from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 

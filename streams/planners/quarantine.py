@@ -11,7 +11,7 @@ from __future__ import annotations
 from models import ActionKind, Scope, Signal, SignalKind
 from streams.cluster.view import ClusterView
 from streams.planners.plan import Plan
-from streams.planners.registry import register_planner
+from streams.planners.planner_registry import register_planner
 
 __all__ = ["Quarantine", "quarantined_node"]
 

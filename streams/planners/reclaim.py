@@ -17,7 +17,7 @@ from streams.cluster.queues import QueueView
 from streams.cluster.view import ClusterView
 from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
-from streams.planners.registry import register_planner
+from streams.planners.planner_registry import register_planner
 from streams.planners.search import Found, Searching, fewest
 from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 

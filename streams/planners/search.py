@@ -18,7 +18,7 @@ from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster.queues import QueueView
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, HeldCache, evictable, held_on
-from streams.planners.registry import PlannerInputs
+from streams.planners.planner_registry import PlannerInputs
 from streams.planners.trial_capacity import NodeRoom, Scratch, could_host
 
 __all__ = ["Found", "Searching", "fewest"]

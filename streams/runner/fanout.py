@@ -14,7 +14,7 @@ from models import Action
 from models.actuation import ActionRequest
 from streams.runner.embedded import Emission, Failure
 
-__all__ = ["Actuator", "Fanout", "OutputSink"]
+__all__ = ["Fanout", "OutputSink", "RequestActuator"]
 
 
 class OutputSink(Protocol):
@@ -27,14 +27,16 @@ class OutputSink(Protocol):
         ...
 
 
-class Actuator(Protocol):
+class RequestActuator(Protocol):
     async def act(self, request: ActionRequest) -> Action:
         """Carry out one request; the record says what was done (or refused, and why)."""
         ...
 
 
 class Fanout:
-    def __init__(self, sinks: Sequence[OutputSink], *, actuator: Actuator | None = None) -> None:
+    def __init__(
+        self, sinks: Sequence[OutputSink], *, actuator: RequestActuator | None = None
+    ) -> None:
         """``actuator`` None: requests stay requests, and no sink stores them (the audit
         records already say what would have been done)."""
         self.sinks = list(sinks)

@@ -10,7 +10,7 @@ import pytest
 
 from connectors.trace.alibaba_csv import read_pods
 from connectors.trace.published import read_published
-from streams.app.workload import load_nodes, pod_shape, specs
+from streams.app.replaying.workload import load_nodes, pod_shape, specs
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.cluster_arrays import SimCluster

@@ -6,7 +6,7 @@ from __future__ import annotations
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import Signal
-from streams.app.workload import pod_shape
+from streams.app.replaying.workload import pod_shape
 from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import Instants

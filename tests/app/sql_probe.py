@@ -19,7 +19,7 @@ from pathlib import Path
 from connectors.clickhouse.read_only import ReadOnlySession, open_read_only
 from connectors.clickhouse.store import Store
 from models.settings import SqlSettings
-from streams.app.history import open_history, store_settings
+from streams.app.lifecycle.history import open_history, store_settings
 
 Snapshot = list[tuple[object, ...]]
 

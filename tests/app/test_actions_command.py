@@ -17,7 +17,7 @@ from connectors.clickhouse import apply_migrations, default_sql_dir
 from connectors.clickhouse.rows import action_row
 from models.actions import Action, ActionKind, ActionMode, ActionOutcome
 from models.signals import Scope
-from streams.app.runs import FINISHED, run_row
+from streams.app.lifecycle.runs import FINISHED, run_row
 from tests.app.pipeline_helpers import dsn_for, store_at
 
 STARTED = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)

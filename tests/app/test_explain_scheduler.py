@@ -10,7 +10,7 @@ from connectors.clickhouse import apply_migrations, default_sql_dir
 from connectors.clickhouse.rows import explanation_row
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
-from streams.app.runs import FINISHED, run_row
+from streams.app.lifecycle.runs import FINISHED, run_row
 from streams.cluster_analysis import ClusterAnalysis
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at

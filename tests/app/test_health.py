@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from streams.app import probes as health_module
-from streams.app.probes import Health, serve_health
+from streams.app.lifecycle import probes as health_module
+from streams.app.lifecycle.probes import Health, serve_health
 from tests.app.pipeline_helpers import dsn_for
 from tests.http_probe import free_port, get
 from tests.local_apiserver import ApiServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.app.named_queries import QueryError, bind, parse_query
+from streams.app.queries.named_queries import QueryError, bind, parse_query
 
 QUERY = parse_query(
     "q",

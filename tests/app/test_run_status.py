@@ -12,9 +12,9 @@ import pytest
 
 from connectors.clickhouse import QueryResult, Store, StoreError, open_store
 from models import StoreSettings
-from streams.app.history import open_history, open_history_to_read
-from streams.app.named_queries import QueryError
-from streams.app.runs import abandon_orphaned_runs, choose_run, run_row
+from streams.app.lifecycle.history import open_history, open_history_to_read
+from streams.app.lifecycle.runs import abandon_orphaned_runs, choose_run, run_row
+from streams.app.queries.named_queries import QueryError
 
 T0 = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
 

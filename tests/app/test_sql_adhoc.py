@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from models.settings import StoreSettings
-from streams.app.adhoc_sql import TABLE_NOTES, bound_params
-from streams.app.history import open_history, store_settings
-from streams.app.named_queries import QueryError
+from streams.app.lifecycle.history import open_history, store_settings
+from streams.app.queries.adhoc_sql import TABLE_NOTES, bound_params
+from streams.app.queries.named_queries import QueryError
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag, store_at
 from tests.paths import REPO_ROOT
 

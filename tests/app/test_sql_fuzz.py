@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from connectors.clickhouse.dsn import StoreError
 from models.settings import SqlSettings
-from streams.app.adhoc_sql import run_adhoc
-from streams.app.named_queries import QueryError
+from streams.app.queries.adhoc_sql import run_adhoc
+from streams.app.queries.named_queries import QueryError
 from tests.app.sql_probe import Probe, Snapshot, probe_in, store_snapshot
 
 LIMITS = SqlSettings(max_execution_time_s=5.0, max_result_rows=1000)

@@ -15,8 +15,8 @@ import pytest
 from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.read_only import ReadOnlySession
 from models.settings import SqlSettings
-from streams.app.adhoc_sql import run_adhoc
-from streams.app.named_queries import QueryError
+from streams.app.queries.adhoc_sql import run_adhoc
+from streams.app.queries.named_queries import QueryError
 from tests.app.sql_probe import Probe, Snapshot, probe_in, store_snapshot
 
 LIMITS = SqlSettings()

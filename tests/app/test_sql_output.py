@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from models.settings import SqlSettings
-from streams.app.history import open_history, store_settings
+from streams.app.lifecycle.history import open_history, store_settings
 from tests.app.pipeline_helpers import dsn_for, gpufrag, gpufrag_env, store_at
 from tests.app.sql_probe import seed_rows
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from connectors.clickhouse.spool import read_spool
-from streams.app.run_record import RUN_TABLES
+from streams.app.lifecycle.run_record import RUN_TABLES
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag_env, store_at
 from tests.small_disk import SmallDisk, small_disk_at
 

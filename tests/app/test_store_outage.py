@@ -10,9 +10,9 @@ from connectors.clickhouse.store import open_store
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import GpufragSettings, StoreSettings
-from streams.app.history import open_history
-from streams.app.store_output import StoreOutput
-from streams.app.workload import pod_shape
+from streams.app.lifecycle.history import open_history
+from streams.app.replaying.workload import pod_shape
+from streams.app.sinks.store_output import StoreOutput
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner

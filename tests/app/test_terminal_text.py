@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.app.terminal import MESSAGE_MAX_CHARS, for_terminal
+from streams.app.console.terminal import MESSAGE_MAX_CHARS, for_terminal
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import Envelope, PodEvent, PodPhase, SchedulingEvent
-from streams.app.workload import load_nodes, pod_shape, specs
+from streams.app.replaying.workload import load_nodes, pod_shape, specs
 from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import run_seed

@@ -18,7 +18,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from connectors.kafka.producer import acked_producer
 from models import EvictPod, to_json
-from streams.app.bus import Bus
+from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from tests.connectors.kube.actuator_helpers import (
     ENFORCE,

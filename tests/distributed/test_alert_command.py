@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from connectors.kafka.producer import acked_producer
 from models import to_json
-from streams.app.bus import Bus
+from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from tests.connectors.alerts.alerting import storm, until
 from tests.connectors.alerts.alertmanager_proc import Alertmanager

@@ -28,9 +28,9 @@ import pytest
 
 from streams.app.commands.report import Axis, load_report
 from streams.app.commands.sql import queries_dir
-from streams.app.named_queries import bind, load_queries
-from streams.app.topic_history import TELEMETRY_SEQ
-from streams.app.topic_sink import sink_topics
+from streams.app.queries.named_queries import bind, load_queries
+from streams.app.sinks.topic_history import TELEMETRY_SEQ
+from streams.app.sinks.topic_sink import sink_topics
 from tests.app.pipeline_helpers import gpufrag, gpufrag_env, store_at
 from tests.distributed.worker_helpers import (
     kafka_env,

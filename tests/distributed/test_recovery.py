@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from models import NodeProfile, Signal, TaskProfile, from_json
-from streams.app.topic_sink import sink_topics
+from streams.app.sinks.topic_sink import sink_topics
 from streams.distributed import topics
 from tests.app.pipeline_helpers import (
     as_keys,

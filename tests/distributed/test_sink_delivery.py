@@ -21,9 +21,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store, open_store
 from models import StoreSettings, to_json
-from streams.app.bus import Bus
-from streams.app.history import open_history
-from streams.app.topic_sink import TopicSink, sink_topics, topic_sink
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.history import open_history
+from streams.app.sinks.topic_sink import TopicSink, sink_topics, topic_sink
 from streams.distributed import topics
 from tests.connectors.clickhouse.factories import gpu_sample_env, signal
 from tests.distributed.worker_helpers import group_lag

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from models import Envelope
-from streams.app.topic_sink import sink_topics
+from streams.app.sinks.topic_sink import sink_topics
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
 from tests.distributed.quota_events import events

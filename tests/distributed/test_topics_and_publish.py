@@ -16,7 +16,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from connectors.kafka.admin import TopicMismatch, TopicRequest, ensure_topics
 from models import Envelope, from_json
 from models.progress import SourceProgress
-from streams.app.bus import Bus
+from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 
 pytestmark = pytest.mark.kafka

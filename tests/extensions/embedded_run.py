@@ -12,16 +12,16 @@ import sys
 from pathlib import Path
 
 from models import Envelope, Signal, from_json, to_json
-from streams.app.outputs import SignalsTo
-from streams.app.run_record import RunInfo, status_of
-from streams.app.session import Session
+from streams.app.lifecycle.run_record import RunSpec, status_of
+from streams.app.lifecycle.session import Session
+from streams.app.sinks.output_registry import SignalsTo
 from streams.runner.embedded import EmbeddedRunner
 
 
 async def run(events: Path, dsn: str, signals_out: Path) -> None:
     envs = [from_json(Envelope, line) for line in events.read_bytes().splitlines() if line]
     session = Session("test-embedded", store=dsn)
-    info = RunInfo(run_id="extension", source=f"file:{events.name}", mode="test")
+    info = RunSpec(run_id="extension", source=f"file:{events.name}", mode="test")
     emitted: list[Signal] = []
     async with session.recorded(info) as (record, sink):
         outputs = session.outputs(info.run_id, store=sink, extra=[SignalsTo(emitted.append)])

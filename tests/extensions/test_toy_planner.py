@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from models.registry import UnknownComponent
+from models.component_registry import UnknownComponent
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.planners.acting import Acting
 from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from models import Scope, Severity, Signal
 from streams.detectors.detector import Detector, ExtensionSwitch
-from streams.detectors.registry import DETECTORS
+from streams.detectors.detector_registry import DETECTORS
 
 KIND = "toy_full_node"
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from models import to_json
-from streams.app.outputs import OUTPUTS, OutputContext
+from streams.app.sinks.output_registry import OUTPUTS, OutputContext
 from streams.runner.embedded import Emission, Failure
 from streams.runner.fanout import OutputSink
 

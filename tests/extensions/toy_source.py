@@ -12,7 +12,7 @@ from models import Envelope, EventKind, NodeEvent, PodEvent
 from models.node import Node
 from models.pod import Pod
 from models.resources import ResourceRequest
-from streams.app.live.registry import LIVE_SOURCES, LiveSource, Runnable, SourceContext
+from streams.app.live.source_registry import LIVE_SOURCES, LiveSource, Runnable, SourceContext
 
 NODES = ("toy-node-a", "toy-node-b")
 POD = "toy-pod"

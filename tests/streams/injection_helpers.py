@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from connectors.trace.alibaba_csv import TraceNode, TracePod, read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import Envelope, GpufragSettings, Signal, SignalKind
-from streams.app.workload import pod_shape
+from streams.app.replaying.workload import pod_shape
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 from streams.profiles.join import TaskProfileUpdate

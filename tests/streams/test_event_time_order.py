@@ -132,7 +132,7 @@ DELTAS = _replay_deltas()
 def _typical() -> object:
     from connectors.trace.alibaba_csv import read_pods
     from connectors.trace.bundled import bundled_pods_path
-    from streams.app.workload import pod_shape
+    from streams.app.replaying.workload import pod_shape
     from streams.fragmentation.shapes import TypicalPods
 
     return TypicalPods.from_shapes(map(pod_shape, read_pods(bundled_pods_path())))

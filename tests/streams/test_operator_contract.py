@@ -16,7 +16,7 @@ from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import DetectorSettings, Envelope, GpufragSettings, Signal
 from models.settings import StrandedGpusSettings, UnplaceablePendingSettings
-from streams.app.workload import pod_shape
+from streams.app.replaying.workload import pod_shape
 from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import Instants, OrderKey

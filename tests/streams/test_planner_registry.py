@@ -12,9 +12,9 @@ from models import Action, ActionKind, SignalKind
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.planners.acting import Acting, SignalsAt
 from streams.planners.consolidate import Consolidate
+from streams.planners.planner_registry import PLANNERS, register_planner
 from streams.planners.quarantine import Quarantine
 from streams.planners.reclaim import Reclaim
-from streams.planners.registry import PLANNERS, register_planner
 from tests.streams.planner_scenarios import T0, PodSpec, build, health_signal
 
 PENDING = SignalKind.UNPLACEABLE_PENDING

@@ -22,11 +22,11 @@ from rich.text import Text
 
 from connectors.clickhouse.store import Store
 from models.actions import ACTION_KIND_PATTERN, ActionKind, ActionMode, ActionOutcome
-from streams.app.errors import user_errors
-from streams.app.history import open_history_to_read, store_settings
-from streams.app.named_queries import QueryError
-from streams.app.options import JsonOption, StoreOption
-from streams.app.runs import RunChoice, StoredRun
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption, StoreOption
+from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.lifecycle.runs import RunChoice, StoredRun
+from streams.app.queries.named_queries import QueryError
 
 MAX_LIMIT = 1_000_000
 SHOWN_RUN_IDS = 5

@@ -16,13 +16,13 @@ from connectors.kafka.producer import acked_producer
 from connectors.kube import LeaseElector
 from models import GpufragSettings
 from models.refusal import Refusal
-from streams.app.actuate_feed import ActuateFeed, actuator_for
-from streams.app.bus import Bus
-from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health
-from streams.app.session import Session
-from streams.app.stopping import stop_event, unless_stopped
+from streams.app.console.errors import user_errors
+from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.probes import Health
+from streams.app.lifecycle.session import Session
+from streams.app.lifecycle.stopping import stop_event, unless_stopped
+from streams.app.sinks.actuate_feed import ActuateFeed, actuator_for
 from streams.distributed import topics
 
 

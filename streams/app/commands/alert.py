@@ -17,13 +17,13 @@ from connectors.alerts import AlertDispatcher, AlertSink
 from connectors.kafka.dead_letters import DeadLetterProducer
 from models.refusal import Refusal
 from models.settings import AlertSettings
-from streams.app.alert_feed import AlertFeed, alert_sinks
-from streams.app.bus import Bus
-from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.probes import Health
-from streams.app.session import Session
-from streams.app.stopping import stop_event
+from streams.app.console.errors import user_errors
+from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.probes import Health
+from streams.app.lifecycle.session import Session
+from streams.app.lifecycle.stopping import stop_event
+from streams.app.sinks.alert_feed import AlertFeed, alert_sinks
 from streams.distributed import topics
 
 

@@ -18,10 +18,10 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import GpuState, NodeProfile
-from streams.app.errors import user_errors
-from streams.app.options import JsonOption
-from streams.app.settings_load import load_settings
-from streams.app.workload import load_nodes, load_pods, pod_shape
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption
+from streams.app.lifecycle.settings_load import load_settings
+from streams.app.replaying.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import define_pipeline
 from streams.placement.spec import NodeSpec

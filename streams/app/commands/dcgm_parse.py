@@ -17,8 +17,8 @@ import typer
 
 from connectors.dcgm import parse_exposition
 from models import to_json
-from streams.app.bounded_read import read_bounded
-from streams.app.settings_load import load_settings
+from streams.app.console.bounded_read import read_bounded
+from streams.app.lifecycle.settings_load import load_settings
 
 SHOWN_MAX = 100
 """Refused lines listed one by one; past this, a count. A binary file of 16 MiB would otherwise

@@ -17,10 +17,10 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.published import PublishedCurve, PublishedResultsError, read_published
-from streams.app.errors import user_errors
-from streams.app.options import JsonOption, NodesOption, PodsOption
-from streams.app.settings_load import load_settings
-from streams.app.workload import check_ratio, node_spec, pod_shape, read_trace, specs
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption, NodesOption, PodsOption
+from streams.app.lifecycle.settings_load import load_settings
+from streams.app.replaying.workload import check_ratio, node_spec, pod_shape, read_trace, specs
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import (
     DEFAULT_RATIO,

@@ -12,10 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from streams.app.commands.sql import read_run
-from streams.app.errors import user_errors
-from streams.app.history import open_history_to_read, store_settings
-from streams.app.named_queries import QueryError
-from streams.app.terminal import for_terminal
+from streams.app.console.errors import user_errors
+from streams.app.console.terminal import for_terminal
+from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.queries.named_queries import QueryError
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from streams.app.errors import user_errors
-from streams.app.options import JsonOption, NodesOption, PodsOption
-from streams.app.workload import load_nodes, load_pods, pod_shape
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption, NodesOption, PodsOption
+from streams.app.replaying.workload import load_nodes, load_pods, pod_shape
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import DEFAULT_COVERAGE, TypicalPods
 from streams.placement.cluster_arrays import SimCluster

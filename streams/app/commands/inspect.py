@@ -18,11 +18,11 @@ import typer
 from connectors.dcgm import parse_exposition
 from connectors.kube.watch.snapshot import Snapshot, SnapshotError, read_snapshot
 from models import GpufragSettings, GpuSample
-from streams.app.bounded_read import fail, read_bounded
 from streams.app.commands.dcgm_parse import read_capped
-from streams.app.errors import user_errors
-from streams.app.settings_load import load_settings
-from streams.app.terminal import for_terminal
+from streams.app.console.bounded_read import fail, read_bounded
+from streams.app.console.errors import user_errors
+from streams.app.console.terminal import for_terminal
+from streams.app.lifecycle.settings_load import load_settings
 from streams.inspection import Inspection, inspect_cluster
 
 

@@ -13,7 +13,7 @@ from connectors.gpu.podresources import kubelet_assignments
 from connectors.gpu.sampler import NoGpu, NvmlSampler
 from connectors.refusals import RefusalLog
 from models import Envelope, to_json
-from streams.app.settings_load import load_settings
+from streams.app.lifecycle.settings_load import load_settings
 
 
 def nvml_sample(

@@ -15,10 +15,10 @@ from connectors.kafka.publisher import EventPublisher
 from connectors.trace.alibaba_csv import read_nodes, read_pods
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import Envelope, from_json
-from streams.app.bus import Bus
 from streams.app.commands.replay import MAX_INJECTED_STORMS
-from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
+from streams.app.console.errors import user_errors
+from streams.app.console.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
+from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from streams.simulation.cluster import (
     ReplayOptions,

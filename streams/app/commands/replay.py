@@ -23,22 +23,22 @@ from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from models import SCHEMA_VERSION, GpufragSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
-from streams.app.errors import user_errors
-from streams.app.options import JsonOption, NodesOption, PodsOption, StoreOption
-from streams.app.outputs import SignalsTo
-from streams.app.replay_actions import (
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption, NodesOption, PodsOption, StoreOption
+from streams.app.lifecycle.run_record import RunRecord, RunSpec, status_of
+from streams.app.lifecycle.runs import StoreInterrupts
+from streams.app.lifecycle.session import Session
+from streams.app.replaying.replay_actions import (
     ActionsChoice,
     LoopNotes,
     action_summary,
     settings_for,
     source_of,
 )
-from streams.app.replay_summary import json_summary, print_summary, summary_of
-from streams.app.run_record import RunInfo, RunRecord, status_of
-from streams.app.runs import StoreInterrupts
-from streams.app.session import Session
-from streams.app.store_output import StoreOutput
-from streams.app.workload import check_ratio, pod_shape, read_trace, specs
+from streams.app.replaying.replay_summary import json_summary, print_summary, summary_of
+from streams.app.replaying.workload import check_ratio, pod_shape, read_trace, specs
+from streams.app.sinks.output_registry import SignalsTo
+from streams.app.sinks.store_output import StoreOutput
 from streams.fragmentation.shapes import TypicalPods
 from streams.placement.experiment import check_protocol_inputs
 from streams.runner.embedded import EmbeddedRunner
@@ -266,8 +266,8 @@ def _check_runnable(
         )
 
 
-def _run_info(run_id: str, options: ReplayOptions) -> RunInfo:
-    return RunInfo(
+def _run_info(run_id: str, options: ReplayOptions) -> RunSpec:
+    return RunSpec(
         run_id=run_id,
         source=options.source,
         mode=options.mode.value,
@@ -288,7 +288,7 @@ class _Run:
 
     session: Session
     sim: SimulatedCluster
-    info: RunInfo
+    info: RunSpec
     options: ReplayOptions
     refused: list[Refusal]
     actions: ActionsChoice

@@ -14,10 +14,10 @@ import typer
 from connectors.clickhouse.store import Store
 from models.bounds import TIME_MAX, TIME_MIN
 from streams.app.commands.sql import read_run
-from streams.app.errors import user_errors
-from streams.app.history import open_history_to_read, store_settings
-from streams.app.named_queries import QueryError
-from streams.app.recorded import Window, read_recorded
+from streams.app.console.errors import user_errors
+from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.queries.named_queries import QueryError
+from streams.app.queries.recorded import Window, read_recorded
 from streams.app.report.data import (
     FragPoint,
     ReportData,

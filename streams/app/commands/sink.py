@@ -11,14 +11,19 @@ import typer
 from aiokafka import AIOKafkaConsumer
 
 from connectors.clickhouse.dsn import StoreError
-from streams.app.bus import Bus
-from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption, StoreOption
-from streams.app.run_record import RunInfo, status_of
-from streams.app.session import Session
-from streams.app.stopping import stop_event
-from streams.app.stored_summary import stored_summary
-from streams.app.topic_sink import sink_topics, topic_sink
+from streams.app.console.errors import user_errors
+from streams.app.console.options import (
+    BootstrapOption,
+    MetricsPortOption,
+    PrefixOption,
+    StoreOption,
+)
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.run_record import RunSpec, status_of
+from streams.app.lifecycle.session import Session
+from streams.app.lifecycle.stopping import stop_event
+from streams.app.queries.stored_summary import stored_summary
+from streams.app.sinks.topic_sink import sink_topics, topic_sink
 
 
 def sink(
@@ -59,7 +64,7 @@ async def _run(
     bus: Bus, session: Session, *, group: str, run_id: str, duration_s: float | None
 ) -> dict[str, int]:
     await bus.ensure_topics()
-    info = RunInfo(
+    info = RunSpec(
         run_id=run_id,
         source=f"distributed:kafka:{bus.bootstrap}/{bus.prefix}",
         mode="distributed",  # the Faust workers' history, not the embedded runner's

@@ -1,5 +1,5 @@
 """`gpufrag sql`: the named analyses over the stored history, a user's own read-only query
-(``--query``, see :mod:`streams.app.adhoc_sql`), and the tables there are to query
+(``--query``, see :mod:`streams.app.queries.adhoc_sql`), and the tables there are to query
 (``--schema``)."""
 
 from __future__ import annotations
@@ -19,20 +19,20 @@ from rich.text import Text
 from connectors.clickhouse.migrate import default_sql_dir
 from connectors.clickhouse.read_only import open_read_only
 from connectors.clickhouse.store import Store
-from streams.app.adhoc_sql import run_adhoc, schema, schema_lines
-from streams.app.errors import user_errors
-from streams.app.history import open_history_to_read, store_settings
-from streams.app.json_values import plain
-from streams.app.named_queries import (
+from streams.app.console.errors import user_errors
+from streams.app.console.terminal import for_terminal
+from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.lifecycle.runs import RunChoice, choose_run
+from streams.app.lifecycle.settings_load import load_settings
+from streams.app.queries.adhoc_sql import run_adhoc, schema, schema_lines
+from streams.app.queries.json_values import plain
+from streams.app.queries.named_queries import (
     NamedQuery,
     QueryError,
     bind,
     load_queries,
     parse_param_options,
 )
-from streams.app.runs import RunChoice, choose_run
-from streams.app.settings_load import load_settings
-from streams.app.terminal import for_terminal
 
 RUN_OPTION = "--param run_id="
 

@@ -19,11 +19,11 @@ import typer
 from aiokafka.errors import KafkaError
 from rich.console import Console
 
-from streams.app.alert_feed import alert_sinks
-from streams.app.bus import Bus
-from streams.app.errors import EXIT_USAGE, user_errors
-from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.session import Session
+from streams.app.console.errors import EXIT_USAGE, user_errors
+from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.session import Session
+from streams.app.sinks.alert_feed import alert_sinks
 
 if TYPE_CHECKING:
     from streams.app.live.sources import SourcePlan

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from models.bounds import TIME_MAX, TIME_MIN
 from streams.app.commands.sql import read_run
-from streams.app.errors import user_errors
-from streams.app.history import open_history_to_read, store_settings
-from streams.app.named_queries import QueryError
-from streams.app.options import JsonOption, StoreOption
-from streams.app.recorded import Recorded, Window, read_recorded
+from streams.app.console.errors import user_errors
+from streams.app.console.options import JsonOption, StoreOption
+from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.queries.named_queries import QueryError
+from streams.app.queries.recorded import Recorded, Window, read_recorded
 from streams.placement.policies import POLICIES
 from streams.placement.recorded_whatif import CurvePoint, WhatIf, replay_recorded
 

@@ -11,11 +11,11 @@ import faust
 import typer
 
 from connectors.trace.alibaba_csv import read_pods
-from streams.app.bus import Bus
-from streams.app.errors import user_errors
-from streams.app.options import BootstrapOption, MetricsPortOption, PrefixOption
-from streams.app.session import Session
-from streams.app.workload import pod_shape
+from streams.app.console.errors import user_errors
+from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.session import Session
+from streams.app.replaying.workload import pod_shape
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.worker_metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods

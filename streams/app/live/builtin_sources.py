@@ -11,7 +11,7 @@ from connectors.gpu.sampler import NvmlSampler
 from connectors.kube import KubeSource
 from connectors.live_stage import Emit
 from models import EventKind
-from streams.app.live.registry import LIVE_SOURCES, LiveSource, Runnable, SourceContext
+from streams.app.live.source_registry import LIVE_SOURCES, LiveSource, Runnable, SourceContext
 
 __all__ = ["GPU_KINDS", "KUBE_KINDS"]
 

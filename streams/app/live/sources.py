@@ -17,15 +17,15 @@ from connectors.live_stage import LiveMetrics, LiveStage, Outlet
 from connectors.refusals import RefusalLog
 from models import GpufragSettings
 from models.settings import WatchSettings
+from streams.app.lifecycle.probes import Health
 from streams.app.live import builtin_sources  # noqa: F401  (registers kube, dcgm, nvml)
-from streams.app.live.registry import (
+from streams.app.live.source_registry import (
     LIVE_SOURCES,
     LiveSource,
     Runnable,
     SourceContext,
     SourcePlan,
 )
-from streams.app.probes import Health
 
 __all__ = [
     "LiveSource",

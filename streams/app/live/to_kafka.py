@@ -14,10 +14,10 @@ from connectors.kafka.publisher import EventPublisher
 from connectors.live_stage import LiveMetrics, LiveStage
 from connectors.refusals import RefusalLog
 from models.settings import WatchSettings
-from streams.app.bus import Bus
+from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.probes import Health
 from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, Runnable, live_stage, require_listed, run_live
-from streams.app.probes import Health
 from streams.distributed import topics
 
 

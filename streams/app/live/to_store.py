@@ -20,13 +20,13 @@ from connectors.refusals import RefusalLog
 from models import GpufragSettings
 from models.refusal import Refusal
 from models.settings import AlertSettings
-from streams.app.actuate_feed import actuator_for
-from streams.app.alert_feed import alerts_beside
+from streams.app.lifecycle.run_record import RunSpec, status_of
+from streams.app.lifecycle.runs import StoreInterrupts
+from streams.app.lifecycle.session import Session
 from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, live_stage, require_listed, run_live
-from streams.app.run_record import RunInfo, status_of
-from streams.app.runs import StoreInterrupts
-from streams.app.session import Session
+from streams.app.sinks.actuate_feed import actuator_for
+from streams.app.sinks.alert_feed import alerts_beside
 from streams.runner.embedded import EmbeddedRunner
 from streams.runner.fanout import Fanout
 from streams.runner.live_stream import LiveStream
@@ -120,11 +120,11 @@ async def watch_to_store(
     return 0
 
 
-def _run_info(names: list[str], settings: GpufragSettings) -> RunInfo:
+def _run_info(names: list[str], settings: GpufragSettings) -> RunSpec:
     """The watch session's run: named for when and where it started."""
     started = datetime.now(UTC)
     ws = settings.watch
-    return RunInfo(
+    return RunSpec(
         run_id=f"watch-{started:%Y%m%dT%H%M%SZ}-{socket.gethostname()}",
         source="watch:" + ",".join(names),
         mode="live",

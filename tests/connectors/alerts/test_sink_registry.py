@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 from connectors.alerts import Alert, SinkNotConfigured, sinks_from
-from models.registry import UnknownComponent
+from models.component_registry import UnknownComponent
 from tests.connectors.alerts.alerting import DeadLetters, dispatching, settings, storm, until
 
 

@@ -15,8 +15,8 @@ from models.analysis import (
     NearMiss,
 )
 from models.progress import SourceProgress
-from streams.app.topic_history import TELEMETRY_SEQ, HistoryRows
-from streams.app.topic_sink import TopicSink
+from streams.app.sinks.topic_history import TELEMETRY_SEQ, HistoryRows
+from streams.app.sinks.topic_sink import TopicSink
 from streams.distributed.codec import decode_report, encode, encode_progress, encode_report
 from streams.instants import OrderKey
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate

@@ -11,7 +11,7 @@ from connectors.clickhouse import Store
 from models import Action, ActionKind, ActionMode, ActionOutcome, Scope, to_json
 from models.actuation import EvictPod
 from models.refusal import Refusal
-from streams.app.topic_sink import TopicSink
+from streams.app.sinks.topic_sink import TopicSink
 from tests.connectors.clickhouse.bus_fakes import TP, Consumer, Record
 from tests.connectors.clickhouse.factories import signal
 from tests.connectors.clickhouse.helpers import SinkMaker

@@ -6,7 +6,7 @@ from __future__ import annotations
 from connectors.clickhouse import Store
 from connectors.clickhouse.rows import gpu_sample_row, task_profile_row
 from models import Envelope, GpuSample, GpuSampleEvent, PodPhase, ResourceRequest, TaskProfile
-from streams.app.named_queries import bind, load_queries
+from streams.app.queries.named_queries import bind, load_queries
 from tests.connectors.clickhouse.factories import T0, at
 from tests.paths import REPO_ROOT
 

@@ -18,7 +18,7 @@ from connectors.kafka.publisher import EventPublisher
 from connectors.live_stage import LiveMetrics, LiveStage
 from models import Envelope, GpuSample, GpuSampleEvent, from_json
 from models.progress import SourceProgress
-from streams.app.bus import Bus
+from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from streams.runner.live_stream import LiveStream
 

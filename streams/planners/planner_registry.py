@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from models.registry import Registry
+from models.component_registry import Registry
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.planners.candidates import HeldCache
 from streams.planners.plan import Planner

@@ -24,7 +24,7 @@ from rich.console import Console
 
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store
-from streams.app.named_queries import QueryError
+from streams.app.queries.named_queries import QueryError
 
 __all__ = [
     "ABANDONED",

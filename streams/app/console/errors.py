@@ -17,9 +17,9 @@ _USER_ERRORS = (
     ("streams.placement.experiment", "ProtocolError"),
     ("streams.simulation.cluster", "TraceReplayError"),
     ("connectors.clickhouse.dsn", "StoreError"),
-    ("streams.app.named_queries", "QueryError"),
-    ("streams.app.plugins", "PluginError"),
-    ("models.registry", "UnknownComponent"),
+    ("streams.app.queries.named_queries", "QueryError"),
+    ("streams.app.lifecycle.plugins", "PluginError"),
+    ("models.component_registry", "UnknownComponent"),
 )
 """Errors a user can fix, by module: looked up, not imported, since an exception of a class
 exists only once its module is loaded, and importing them all would load chDB and numpy (a

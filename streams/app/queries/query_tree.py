@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
-from streams.app.named_queries import QueryError
-from streams.app.query_functions import FunctionCatalogue
+from streams.app.queries.named_queries import QueryError
+from streams.app.queries.query_functions import FunctionCatalogue
 
 __all__ = ["Allowed", "judge", "parameter_names", "statement_word"]
 

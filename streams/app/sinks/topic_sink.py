@@ -24,7 +24,7 @@ from connectors.clickhouse.rows import Row, action_row, refusal_row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
 from models import Action, Signal, from_json
 from models.refusal import Refusal
-from streams.app.topic_history import HistoryRows
+from streams.app.sinks.topic_history import HistoryRows
 from streams.distributed import topics
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from connectors.alerts.alert import Alert
-from models.registry import Registry
+from models.component_registry import Registry
 from models.settings import AlertSettings
 
 __all__ = [

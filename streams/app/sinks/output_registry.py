@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from connectors.alerts import AlertDispatcher
 from connectors.clickhouse.sink import ClickHouseSink
 from models import GpufragSettings, Signal
-from models.registry import Registry
-from streams.app.store_output import StoreOutput
+from models.component_registry import Registry
+from streams.app.sinks.store_output import StoreOutput
 from streams.runner.embedded import Emission, Failure
 from streams.runner.fanout import OutputSink
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from connectors.kafka.admin import TopicRequest, ensure_topics
-from streams.app.settings_load import load_settings
+from streams.app.lifecycle.settings_load import load_settings
 from streams.distributed import topics
 
 

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import typer
 
-from streams.app.errors import EXIT_USAGE, user_errors
+from streams.app.console.errors import EXIT_USAGE, user_errors
 
 __all__ = ["CHUNK_BYTES", "fail", "read_bounded"]
 

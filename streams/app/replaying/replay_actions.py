@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from enum import StrEnum
 
 from models import Envelope, GpufragSettings
-from streams.app.store_output import StoreOutput
+from streams.app.sinks.store_output import StoreOutput
 from streams.planners.acting import Acting
 from streams.runner.embedded import Emission, Failure
 from streams.simulation.cluster import SimulatedCluster

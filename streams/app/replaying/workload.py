@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from connectors.refusals import RefusalLog
 from connectors.trace.alibaba_csv import TraceNode, TracePod, read_nodes, read_pods
 from models.refusal import Refusal
-from streams.app.errors import EXIT_USAGE
-from streams.app.settings_load import load_settings
+from streams.app.console.errors import EXIT_USAGE
+from streams.app.lifecycle.settings_load import load_settings
 from streams.fragmentation.shapes import PodShape
 from streams.placement.spec import NodeSpec, PodSpec
 

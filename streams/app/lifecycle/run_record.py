@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.store import Store
-from streams.app.runs import run_row
+from streams.app.lifecycle.runs import run_row
 
-__all__ = ["RUN_TABLES", "RunInfo", "RunRecord", "status_of"]
+__all__ = ["RUN_TABLES", "RunRecord", "RunSpec", "status_of"]
 
 RUN_TABLES = (
     "actions",
@@ -34,7 +34,7 @@ RUN_TABLES = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunInfo:
+class RunSpec:
     """What a run is: the columns of its row that do not change while it runs."""
 
     run_id: str
@@ -55,7 +55,7 @@ class RunRecord:
     ``end``."""
 
     store: Store
-    info: RunInfo
+    info: RunSpec
     started: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     async def start(self, *, replace: bool = False) -> None:

@@ -1,7 +1,7 @@
 """`gpufrag sql --query` and `--schema`: a user's own SQL over the history store, read-only.
 
 Read-only by the engine, not by the text: the query is parsed by ClickHouse's own parser
-(never run as given), its tree judged (:mod:`streams.app.query_tree`: one SELECT over the
+(never run as given), its tree judged (:mod:`streams.app.queries.query_tree`: one SELECT over the
 store's tables, no table function, no file or network function, no output or SETTINGS
 clause), and only ClickHouse's own rendering of the accepted tree runs, in a session whose
 limits and ``readonly = 1`` were fixed before it (:mod:`connectors.clickhouse.read_only`).
@@ -18,9 +18,9 @@ from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.read_only import ReadOnlySession, SqlParseError
 from connectors.clickhouse.store import QueryResult, Store
 from models.settings import SqlSettings
-from streams.app.named_queries import QueryError
-from streams.app.query_functions import FunctionCatalogue, FunctionRow
-from streams.app.query_tree import (
+from streams.app.queries.named_queries import QueryError
+from streams.app.queries.query_functions import FunctionCatalogue, FunctionRow
+from streams.app.queries.query_tree import (
     Allowed,
     judge,
     parameter_names,

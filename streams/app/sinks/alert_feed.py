@@ -19,11 +19,11 @@ from prometheus_client import CollectorRegistry
 from connectors.alerts import AlertDispatcher, AlertSink, SinkNotConfigured, sinks_from
 from connectors.alerts.dispatcher import DeadLetterWriter
 from models import Signal, from_json
+from models.component_registry import UnknownComponent
 from models.refusal import Refusal
-from models.registry import UnknownComponent
 from models.settings import AlertSettings
-from streams.app.errors import EXIT_USAGE
-from streams.app.stopping import unless_stopped
+from streams.app.console.errors import EXIT_USAGE
+from streams.app.lifecycle.stopping import unless_stopped
 
 __all__ = ["NO_SINK", "AlertFeed", "alert_sinks", "alerts_beside"]
 

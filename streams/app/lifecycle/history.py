@@ -10,8 +10,8 @@ from connectors.clickhouse.dsn import StoreError, default_store_dsn, parse_dsn
 from connectors.clickhouse.migrate import apply_migrations, default_sql_dir
 from connectors.clickhouse.store import Store, open_store
 from models import GpufragSettings, StoreSettings
-from streams.app.runs import abandon_orphaned_runs
-from streams.app.settings_load import load_settings
+from streams.app.lifecycle.runs import abandon_orphaned_runs
+from streams.app.lifecycle.settings_load import load_settings
 
 
 def store_settings(dsn: str | None, *, loaded: GpufragSettings | None = None) -> StoreSettings:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.registry import Registry
+from models.component_registry import Registry
 from streams.detectors.detector import Detector
 from streams.detectors.fragmentation import ClusterFragmentationDetector
 from streams.detectors.gpu_health import GpuHealth

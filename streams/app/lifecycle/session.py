@@ -20,14 +20,14 @@ from connectors.clickhouse.disk_full import check_room
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from models import GpufragSettings, StoreSettings
-from streams.app.history import open_history, store_settings
-from streams.app.outputs import OUTPUTS, OutputContext
-from streams.app.probes import Health, serve_health_or_exit
-from streams.app.run_record import RunInfo, RunRecord
-from streams.app.settings_load import load_settings
+from streams.app.lifecycle.history import open_history, store_settings
+from streams.app.lifecycle.probes import Health, serve_health_or_exit
+from streams.app.lifecycle.run_record import RunRecord, RunSpec
+from streams.app.lifecycle.settings_load import load_settings
+from streams.app.sinks.output_registry import OUTPUTS, OutputContext
 from streams.fragmentation.shapes import TypicalPods
 from streams.pipeline import PipelineDef, define_pipeline
-from streams.runner.fanout import Actuator, Fanout, OutputSink
+from streams.runner.fanout import Fanout, OutputSink, RequestActuator
 
 __all__ = ["Outputs", "Session"]
 
@@ -37,7 +37,10 @@ class Outputs(Fanout):
     store's counts)."""
 
     def __init__(
-        self, named: dict[str, OutputSink], extra: Sequence[OutputSink], actuator: Actuator | None
+        self,
+        named: dict[str, OutputSink],
+        extra: Sequence[OutputSink],
+        actuator: RequestActuator | None,
     ) -> None:
         super().__init__([*named.values(), *extra], actuator=actuator)
         self.named = named
@@ -74,7 +77,7 @@ class Session:
 
     @asynccontextmanager
     async def recorded(
-        self, info: RunInfo, *, replace: bool = False, need_room: bool = False
+        self, info: RunSpec, *, replace: bool = False, need_room: bool = False
     ) -> AsyncIterator[tuple[RunRecord, ClickHouseSink]]:
         """The run recorded as running, and a started sink into the store; the store is
         closed again if either fails (the record owns it from then on and closes it at its
@@ -106,7 +109,7 @@ class Session:
         *,
         store: ClickHouseSink | None,
         alerts: AlertDispatcher | None = None,
-        actuator: Actuator | None = None,
+        actuator: RequestActuator | None = None,
         extra: Sequence[OutputSink] = (),
     ) -> Outputs:
         """Every registered output that has something to do in this run, in registration

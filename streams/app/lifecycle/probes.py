@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import typer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from streams.app.errors import EXIT_USAGE
+from streams.app.console.errors import EXIT_USAGE
 
 __all__ = ["Health", "serve_health", "serve_health_or_exit"]
 

@@ -23,8 +23,8 @@ from prometheus_client import CollectorRegistry
 from connectors.live_stage import Emit
 from connectors.refusals import RefusalLog
 from models import EventKind, GpufragSettings
-from models.registry import Registry, UnknownComponent
-from streams.app.errors import EXIT_USAGE
+from models.component_registry import Registry, UnknownComponent
+from streams.app.console.errors import EXIT_USAGE
 
 __all__ = [
     "LIVE_SOURCES",

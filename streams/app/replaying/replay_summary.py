@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from models import SignalKind
-from streams.app.store_output import StoreOutput
+from streams.app.sinks.store_output import StoreOutput
 from streams.runner.embedded import EmbeddedRunner
 from streams.simulation.cluster import ReplayOptions, SimulatedCluster, TraceMode
 

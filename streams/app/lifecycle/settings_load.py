@@ -2,12 +2,12 @@
 
 A command reads them once at its start and hands the groups down, so a run never mixes two
 readings of the environment; a misspelt or out-of-range setting stops it there, with one line
-per problem (``streams.app.setting_errors``)."""
+per problem (``streams.app.console.setting_errors``)."""
 
 from __future__ import annotations
 
 from models import GpufragSettings
-from streams.app.plugins import load_plugins
+from streams.app.lifecycle.plugins import load_plugins
 
 __all__ = ["load_settings"]
 
