@@ -179,7 +179,7 @@ def test_signals_do_not_depend_on_arrival_order_or_on_where_releases_cut(
 
 
 def test_the_reference_loop_sees_every_kind_of_signal() -> None:
-    kinds = {s.kind.value for s in operator_run(flush=False)[0]}
+    kinds = {s.kind for s in operator_run(flush=False)[0]}
     assert kinds == {"stranded_gpus", "fragmentation", "unplaceable_pending"}
 
 
