@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
@@ -12,7 +12,7 @@ from models.bounds import Count, CpuMilli, GpuIndex, MemoryMib, Priority, XidCod
 from models.cards import SharingMode
 from models.gpu import MILLI_PER_GPU, GpuModel
 from models.node import Taint, Toleration
-from models.pod import GangRef, PodPhase, WorkloadKind
+from models.pod import GangRef, Pod, PodPhase, WorkloadKind
 from models.resources import ResourceRequest
 from models.scheduler import PendingVerdict, Preemption
 
@@ -212,6 +212,14 @@ class TaskProfile(Frozen):
     preempted: Preemption | None = None
     """The latest time the scheduler preempted this pod, and for whom."""
 
+    @classmethod
+    def of_pod(cls, pod: Pod, **history: Any) -> TaskProfile:
+        """The pod's own state as its profile carries it, with what only the profile knows
+        (``history``: bind and finish times, memory peak, OOMs, verdicts): the one place a
+        pod's fields are carried over, so a field added to both is copied everywhere."""
+        own = {name: getattr(pod, name) for name in FROM_POD}
+        return cls.model_validate({"key": pod.key, **own, **history})
+
     @property
     def wait_s(self) -> float | None:
         """Queueing delay in seconds; None while still unbound."""
@@ -222,3 +230,24 @@ class TaskProfile(Frozen):
 
 def _seconds(later: datetime, earlier: datetime) -> float:
     return (later - earlier).total_seconds()
+
+
+FROM_POD = (
+    "uid",
+    "requests",
+    "gpu_models",
+    "priority",
+    "queue",
+    "tenant",
+    "workload_kind",
+    "preemptible",
+    "labels",
+    "phase",
+    "node",
+    "gpu_indices",
+    "gpu_memory_limit_mib",
+    "gang",
+    "tolerations",
+    "created_at",
+)
+"""The fields a task profile copies from its pod, under the same names."""

@@ -274,24 +274,8 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
     finished_at = previous.finished_at if previous else None
     if pod.phase in TERMINAL_PHASES and finished_at is None:
         finished_at = at
-    return TaskProfile(
-        key=pod.key,
-        uid=pod.uid,
-        requests=pod.requests,
-        gpu_models=pod.gpu_models,
-        priority=pod.priority,
-        queue=pod.queue,
-        tenant=pod.tenant,
-        workload_kind=pod.workload_kind,
-        preemptible=pod.preemptible,
-        labels=pod.labels,
-        phase=pod.phase,
-        node=pod.node,
-        gpu_indices=pod.gpu_indices,
-        gpu_memory_limit_mib=pod.gpu_memory_limit_mib,
-        gang=pod.gang,
-        tolerations=pod.tolerations,
-        created_at=pod.created_at,
+    return TaskProfile.of_pod(
+        pod,
         bound_at=bound_at,
         finished_at=finished_at,
         gpu_memory_peak_mib=previous.gpu_memory_peak_mib if previous else None,

@@ -394,21 +394,8 @@ def st_node_profile(draw: st.DrawFn) -> NodeProfile:
 def st_task_profile(draw: st.DrawFn) -> TaskProfile:
     pod = draw(st_pod())
     bound = draw(st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3)))
-    return TaskProfile(
-        key=pod.key,
-        uid=pod.uid,
-        requests=pod.requests,
-        gpu_models=pod.gpu_models,
-        priority=pod.priority,
-        queue=pod.queue,
-        tenant=pod.tenant,
-        workload_kind=pod.workload_kind,
-        preemptible=pod.preemptible,
-        phase=pod.phase,
-        node=pod.node,
-        gpu_indices=pod.gpu_indices,
-        gang=pod.gang,
-        created_at=pod.created_at,
+    return TaskProfile.of_pod(
+        pod,
         bound_at=None if bound is None else pod.created_at + bound,
         finished_at=draw(st.none() | st_aware_datetime()),
         gpu_memory_peak_mib=draw(st.none() | st.floats(0, 1e6)),

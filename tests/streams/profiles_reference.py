@@ -280,23 +280,9 @@ def final_state(events: list[Envelope]) -> Reference:
 
 def expected_task(key: str, t: RefTask) -> TaskProfile:
     pod = t.pod
-    return TaskProfile(
-        key=key,
-        uid=pod.uid,
-        requests=pod.requests,
-        gpu_models=pod.gpu_models,
-        priority=pod.priority,
-        queue=pod.queue,
-        tenant=pod.tenant,
-        workload_kind=pod.workload_kind,
-        preemptible=pod.preemptible,
-        phase=pod.phase,
-        node=pod.node,
-        gpu_indices=pod.gpu_indices,
-        gpu_memory_limit_mib=pod.gpu_memory_limit_mib,
-        gang=pod.gang,
-        tolerations=pod.tolerations,
-        created_at=pod.created_at,
+    assert key == pod.key
+    return TaskProfile.of_pod(
+        pod,
         bound_at=t.bound_at,
         finished_at=t.finished_at,
         gpu_memory_peak_mib=t.peak,
