@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from models import GpufragSettings
 from streams.app.lifecycle import probes as health_module
 from streams.app.lifecycle.probes import Health, serve_health
+from streams.app.lifecycle.run_record import RunSpec
+from streams.app.lifecycle.session import Session
 from tests.app.pipeline_helpers import dsn_for
 from tests.http_probe import free_port, get
 from tests.local_apiserver import ApiServer
@@ -212,3 +215,16 @@ async def test_watch_is_ready_only_once_the_sources_have_listed(
             assert get(metrics_port, "/nope")[0] == 404
     finally:
         await relay.stop()
+
+
+async def test_recording_a_run_adds_no_readiness_check_of_its_own(tmp_path: Path) -> None:
+    # A check registered alone reads "ready" until the command adds the others (a sink
+    # answered ready before its consumer existed); the command adds the store's with them.
+    session = Session("test", store=dsn_for(tmp_path / "st"), settings=GpufragSettings())
+    info = RunSpec(run_id="r", source="test", mode="test")
+    async with session.recorded(info) as (record, sink):
+        assert session.health.checks() == {}
+        session.require_store(sink)
+        assert session.health.checks() == {"store writable": True}
+        await sink.stop()
+        await record.end("finished", {})

@@ -309,6 +309,7 @@ class _Run:
         session.serve_probes(metrics_port, addr="127.0.0.1")  # a taken port is the user's
         run_id = self.info.run_id
         async with session.recorded(self.info, replace=True, need_room=True) as (record, sink):
+            session.require_store(sink)
             if self.refused:  # --skip-bad-rows: what was left out stays in the store, with why
                 await sink.write("dead_letter", [refusal_row(r) for r in self.refused])
             tally = StormTally(session.settings.detectors.oom_storm)

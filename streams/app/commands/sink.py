@@ -81,6 +81,7 @@ async def _run(
         await consumer.start()
         out = topic_sink(bus.prefix, consumer=consumer, sink=rows, run_id=run_id)
         session.health.require("partitions assigned", lambda: bool(consumer.assignment()))
+        session.require_store(rows)
         try:
             with stop_event(duration_s) as stop:
                 await out.run(stop)

@@ -83,7 +83,11 @@ class Session:
         closed again if either fails (the record owns it from then on and closes it at its
         end); the command stops the sink before it ends the run (its interrupts do, so a
         second Ctrl-C can cut the wait short). ``need_room``: refuse to start on a disk
-        already below the store's free-space floor."""
+        already below the store's free-space floor.
+
+        The command adds ``require_store(sink)`` to the readiness checks itself, with its
+        others (sources listed, partitions assigned): a check registered alone earlier would
+        answer ready before the rest exist."""
         settings = self.store
         store = await asyncio.to_thread(open_history, settings)
         try:
@@ -96,12 +100,14 @@ class Session:
         except BaseException:
             await asyncio.to_thread(store.close)
             raise
-        self.health.require("store writable", lambda: sink.writable)
         beat = asyncio.create_task(self.health.heartbeat())
         try:
             yield record, sink
         finally:
             beat.cancel()
+
+    def require_store(self, sink: ClickHouseSink) -> None:
+        self.health.require("store writable", lambda: sink.writable)
 
     def outputs(
         self,

@@ -57,6 +57,7 @@ async def watch_to_store(
         stage = live_stage("embedded", stream, metrics, settings.watch)
         runs = [(s.name, s.build(stage.emitter(s.name))) for s in sources]
         require_listed(health, runs)
+        session.require_store(sink)
 
         async def live() -> None:
             try:
