@@ -1,0 +1,221 @@
+"""The Helm chart rendered by the real helm: lint, hardening of every container, least-privilege
+RBAC, values the schema refuses, and commands and settings gpufrag itself accepts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import yaml
+
+from models.settings import GpufragSettings
+from tests.deploy.chart import (
+    CHART,
+    VALUE_SETS,
+    VALUES_DIR,
+    Helm,
+    containers,
+    of_kind,
+    pod_specs,
+)
+from tests.paths import REPO_ROOT
+
+pytestmark = pytest.mark.deploy
+
+NS = "gpufrag-system"
+
+
+def render(helm: Helm, value_set: str) -> list[dict[str, Any]]:
+    return helm.render(value_set, release="rel", namespace=NS)
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_lint_is_clean_for_each_value_set(helm: Helm, value_set: str) -> None:
+    out = helm.run("lint", "--strict", str(CHART), "-f", str(VALUES_DIR / f"{value_set}.yaml"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_every_container_is_hardened_and_probed(helm: Helm, value_set: str) -> None:
+    objects = render(helm, value_set)
+    seen = list(containers(objects))
+    assert seen, "no workload rendered"
+    for where, c in seen:
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True, where
+        assert sc["readOnlyRootFilesystem"] is True, where
+        assert sc["allowPrivilegeEscalation"] is False, where
+        assert sc["capabilities"]["drop"] == ["ALL"], where
+        assert sc["seccompProfile"]["type"] == "RuntimeDefault", where
+        for bound in ("requests", "limits"):
+            assert set(c["resources"][bound]) >= {"cpu", "memory"}, (where, bound)
+        assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}, where
+        assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}, where
+        port = c["args"][c["args"].index("--metrics-port") + 1]
+        assert c["ports"] == [{"name": "metrics", "containerPort": int(port), "protocol": "TCP"}]
+        mounts = {m["mountPath"] for m in c["volumeMounts"]}
+        assert "/tmp" in mounts, where  # a read-only root needs a writable /tmp
+    for where, spec in pod_specs(objects):
+        assert spec["securityContext"]["runAsNonRoot"] is True, where
+        assert spec["securityContext"]["runAsUser"] > 0, where
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_rbac_has_no_wildcard_no_secrets_no_pod_delete(helm: Helm, value_set: str) -> None:
+    roles = of_kind(render(helm, value_set), "Role", "ClusterRole")
+    assert roles, "every value set runs a watcher, which needs a role"
+    for role in roles:
+        for rule in role["rules"]:
+            words = [*rule.get("apiGroups", []), *rule["resources"], *rule["verbs"]]
+            words += rule.get("resourceNames", [])
+            assert not any("*" in w for w in words), (role["metadata"]["name"], rule)
+            assert "secrets" not in rule["resources"], role["metadata"]["name"]
+            assert "delete" not in rule["verbs"] and "deletecollection" not in rule["verbs"]
+            assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
+            if "create" in rule["verbs"]:  # create cannot be restricted by name
+                assert "resourceNames" not in rule, rule
+    # Components that never call the API server mount no token.
+    for where, spec in pod_specs(render(helm, value_set)):
+        calls_api = any(part in where for part in ("-embedded", "-watch")) or (
+            "-actuate" in where and value_set == "actuator-enforce"
+        )
+        assert spec["automountServiceAccountToken"] is calls_api, where
+
+
+def test_actuator_rights_only_when_enforcing(helm: Helm) -> None:
+    for value_set in ("embedded", "distributed"):
+        names = [o["metadata"]["name"] for o in of_kind(render(helm, value_set), "ClusterRole")]
+        assert not [n for n in names if n.endswith("-act")], (value_set, names)
+    objects = render(helm, "actuator-enforce")
+    (act,) = [o for o in of_kind(objects, "ClusterRole") if o["metadata"]["name"].endswith("-act")]
+    assert {k: v for k, v in act["rules"][0].items() if k != "apiGroups"} == {
+        "resources": ["pods/eviction"],
+        "verbs": ["create"],
+    }
+    (lease,) = of_kind(objects, "Role")
+    assert lease["metadata"]["namespace"] == NS
+    by_verbs = {tuple(r["verbs"]): r for r in lease["rules"]}
+    assert by_verbs[("get", "update")]["resourceNames"] == ["gpufrag-actuator"]
+    assert "resourceNames" not in by_verbs[("create",)]
+    (deploy,) = [o for o in of_kind(objects, "Deployment") if "actuate" in o["metadata"]["name"]]
+    assert deploy["spec"]["replicas"] == 2
+    assert [o["metadata"]["name"] for o in of_kind(objects, "PodDisruptionBudget")] == [
+        "rel-gpufrag-actuate",
+        "rel-gpufrag-worker",
+    ]
+
+
+def test_embedded_is_one_deployment_on_its_chdb_claim(helm: Helm) -> None:
+    objects = render(helm, "embedded")
+    (deploy,) = of_kind(objects, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert c["args"][:4] == ["watch", "--bus", "embedded", "--kube"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["GPUFRAG_STORE__DSN"] == "chdb:///data/store"
+    assert env["GPUFRAG_GUARDRAILS__MODE"] == "dry-run"
+    assert {"name": "store", "mountPath": "/data"} in c["volumeMounts"]
+    (claim,) = of_kind(objects, "PersistentVolumeClaim")
+    volumes = deploy["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "store", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} in (
+        volumes
+    )
+    assert deploy["spec"]["strategy"] == {"type": "Recreate"}  # one writer on the claim
+    assert not of_kind(objects, "PodDisruptionBudget")
+
+
+def test_distributed_workers_share_one_group_and_secrets_come_from_secrets(helm: Helm) -> None:
+    objects = render(helm, "distributed")
+    deployments = {o["metadata"]["name"]: o for o in of_kind(objects, "Deployment")}
+    assert set(deployments) == {
+        f"rel-gpufrag-{c}" for c in ("watch", "worker", "sink", "alert")
+    } | {"rel-gpufrag-actuate"}
+    worker = deployments["rel-gpufrag-worker"]
+    assert worker["spec"]["replicas"] == 3
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--app-id") + 1] == "gpufrag"
+    sink = deployments["rel-gpufrag-sink"]["spec"]["template"]["spec"]["containers"][0]
+    (dsn,) = [e for e in sink["env"] if e["name"] == "GPUFRAG_STORE__DSN"]
+    assert dsn["valueFrom"]["secretKeyRef"] == {"name": "gpufrag-clickhouse", "key": "dsn"}
+    alert = deployments["rel-gpufrag-alert"]["spec"]["template"]["spec"]["containers"][0]
+    slack = [e for e in alert["env"] if e["name"] == "GPUFRAG_ALERTS__SLACK_WEBHOOK_URL"]
+    assert slack[0]["valueFrom"]["secretKeyRef"]["name"] == "gpufrag-alerts"
+    assert not of_kind(objects, "PersistentVolumeClaim")  # the store is the ClickHouse server
+    (ds,) = of_kind(objects, "DaemonSet")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert "--nvml" in pod["containers"][0]["args"]
+
+
+def test_monitoring_objects_embed_the_rule_file_and_dashboards(helm: Helm) -> None:
+    objects = render(helm, "distributed")
+    (rule,) = of_kind(objects, "PrometheusRule")
+    rule_file = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+    assert rule["spec"] == rule_file
+    (monitor,) = of_kind(objects, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    services = of_kind(objects, "Service")
+    wanted = monitor["spec"]["selector"]["matchLabels"]
+    assert len(services) == 6
+    assert all(wanted.items() <= s["metadata"]["labels"].items() for s in services)
+    boards = [c for c in of_kind(objects, "ConfigMap") if "dashboard" in c["metadata"]["name"]]
+    files = sorted(p.name for p in (CHART / "files" / "dashboards").glob("*.json"))
+    assert sorted(k for b in boards for k in b["data"]) == files
+    assert all(b["metadata"]["labels"]["grafana_dashboard"] == "1" for b in boards)
+
+
+@pytest.mark.parametrize(
+    ("sets", "named"),
+    [
+        (("mode=bogus",), "mode"),
+        (("guardrails.mode=bogus",), "guardrails.mode"),
+        (("worker.replicas=0",), "worker.replicas"),
+        (("metricsPort=70000",), "metricsPort"),
+        (("mode=distributed",), "kafka.bootstrap"),
+        (("nvml.enabled=true",), "nvml.enabled"),
+        (("guardrails.maxEvictionsNode=-1",), "guardrails.maxEvictionsNode"),
+        (("sink.replicas=2",), "sink.replicas"),
+    ],
+)
+def test_a_bad_value_fails_naming_it(helm: Helm, sets: tuple[str, ...], named: str) -> None:
+    flags = tuple(f for s in sets for f in ("--set", s))
+    out = helm.template(None, release="rel", namespace=NS, extra=flags)
+    assert out.returncode != 0, f"{sets} rendered"
+    assert "values don't meet the specifications of the schema" in out.stderr
+    assert f"/{named.replace('.', '/')}" in out.stderr, out.stderr
+    lint = helm.run("lint", str(CHART), *flags)
+    assert lint.returncode != 0, f"{sets} passed lint"
+
+
+def _stand_in(var: dict[str, Any]) -> str:
+    """A value for a variable the cluster fills in (a Secret's key, the node's name)."""
+    ref = var["valueFrom"]
+    if "fieldRef" in ref:
+        return "gpu-node-1"
+    key = ref["secretKeyRef"]["key"]
+    return "http://gpufrag:pw@clickhouse:8123/gpufrag" if key == "dsn" else "https://hooks:443/x"
+
+
+@pytest.mark.parametrize("value_set", VALUE_SETS)
+def test_commands_and_settings_are_ones_gpufrag_accepts(
+    helm: Helm, value_set: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for where, c in containers(render(helm, value_set)):
+        # Every option name exists: Click parses them all before it answers --help.
+        cli = [sys.executable, "-m", "streams.app", *c["args"], "--help"]
+        out = subprocess.run(cli, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, (where, out.stderr)
+        # Every GPUFRAG_ variable is a setting, with a value the settings model accepts (a
+        # misspelt name is refused as unknown).
+        for name in [n for n in os.environ if n.startswith("GPUFRAG_")]:
+            monkeypatch.delenv(name)
+        for var in c["env"]:
+            if var["name"].startswith("GPUFRAG_"):
+                monkeypatch.setenv(var["name"], var["value"] if "value" in var else _stand_in(var))
+        settings = GpufragSettings()
+        assert settings.guardrails.mode in ("dry-run", "enforce"), where
+        assert NS in settings.guardrails.protected_namespaces, where
