@@ -25,6 +25,7 @@ __all__ = [
     "StoreKind",
     "StoreLocation",
     "check_identifier",
+    "check_store_dir",
     "default_spool_dir",
     "default_store_dsn",
     "ensure_store_dir",
@@ -187,9 +188,10 @@ def _check_store_dir(path: Path) -> None:
         raise unusable(f"no permission to create it in {ancestor}")
 
 
-def ensure_store_dir(location: StoreLocation) -> Path:
-    """Create a chDB store's directory (and parents); the engine creates its own layout inside.
-    An existing folder must be empty or a store already."""
+def check_store_dir(location: StoreLocation) -> Path:
+    """A chDB store's directory that :func:`ensure_store_dir` would accept, checked without
+    creating anything (`gpufrag check-config`): parse_dsn checked that it can be written or
+    created; an existing folder must also be empty or a store already."""
     assert location.kind == "chdb" and location.path is not None
     path = location.path
     if path.is_dir() and not (path / STORE_MARKER).is_dir() and any(path.iterdir()):
@@ -199,6 +201,14 @@ def ensure_store_dir(location: StoreLocation) -> Path:
             f"{path} holds other files and is not a chDB store (no {STORE_MARKER}/ "
             "folder): give a new or empty folder, or an existing store"
         )
+    return path
+
+
+def ensure_store_dir(location: StoreLocation) -> Path:
+    """Create a chDB store's directory (and parents); the engine creates its own layout inside.
+    An existing folder must be empty or a store already."""
+    check_store_dir(location)
+    assert location.path is not None
     try:
         location.path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -37,7 +37,7 @@ from connectors.clickhouse.dsn import (
 from connectors.clickhouse.holder import lock_holder
 from models.settings import StoreSettings
 
-__all__ = ["QueryResult", "Store", "StoreError", "open_store"]
+__all__ = ["QueryResult", "Store", "StoreError", "open_store", "ping_server"]
 
 log = logging.getLogger(__name__)
 
@@ -366,6 +366,25 @@ def server_client(location: StoreLocation, **options: Any) -> Any:
         autogenerate_session_id=False,
         **options,
     )
+
+
+def ping_server(location: StoreLocation, *, timeout_s: float) -> None:
+    """``SELECT 1`` on a server DSN's server within about ``timeout_s`` (connect, then answer),
+    creating nothing: `gpufrag check-config` asks whether the store answers, not to make it.
+    Raises StoreError with one line."""
+    try:
+        client = server_client(location, connect_timeout=timeout_s, send_receive_timeout=timeout_s)
+        try:
+            client.command("SELECT 1")
+        finally:
+            client.close()
+    except Exception as exc:
+        root: BaseException = exc
+        while (below := root.__cause__ or root.__context__) is not None:
+            root = below  # the driver wraps the socket's error in two layers of retries
+        raise StoreError(
+            f"cannot reach the store at {location.describe()}: {one_line(str(root), limit=300)}"
+        ) from exc
 
 
 def _open_server(location: StoreLocation, database: str) -> Store:

@@ -36,6 +36,8 @@ COMMANDS = {
     "nvml-sample": "nvml_sample",
     "dcgm-parse": "dcgm_parse",
     "inspect": "inspect",
+    "check-config": "check_config",
+    "migrate": "migrate",
 }
 """Command name -> its module in streams.app.commands (the function has the module's name)."""
 
