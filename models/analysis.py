@@ -15,8 +15,10 @@ from models.scheduler import PendingVerdict
 
 __all__ = [
     "BlockReason",
+    "ClusterBreakdown",
     "ClusterFragmentation",
     "Explanation",
+    "GroupGpus",
     "InstantReport",
     "NearMiss",
     "SchedulerCheck",
@@ -127,6 +129,8 @@ class ClusterFragmentation:
     stranded_nodes: int
     arrived_gpus: float = 0.0
     """GPU demand of every pod seen so far (``ClusterView.arrived_gpu_milli``)."""
+    stranded_gpus: float = 0.0
+    """Idle GPU on the stranded nodes (part of ``idle_gpus``)."""
 
     @property
     def alloc_pct(self) -> float:
@@ -142,6 +146,39 @@ class ClusterFragmentation:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupGpus:
+    """The GPUs of one pool and GPU model, split four ways that add up to its cards:
+    allocated (held by pods), idle (free and usable), stranded (free on a node with too
+    little CPU or memory left for any typical GPU pod) and unhealthy (out of service)."""
+
+    pool: str
+    gpu_model: str
+    allocated: float
+    idle: float
+    stranded: float
+    unhealthy: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterBreakdown:
+    """The cluster's figures by bounded labels, for a host's gauges: each set is as small as
+    the cluster's pools and models, the block reasons, or the signal kinds and severities,
+    never one entry per pod or node."""
+
+    gpus: tuple[GroupGpus, ...] = ()
+    unplaceable: tuple[tuple[str, int], ...] = ()
+    """(block reason, pods): each unplaceable pending pod under its most common reason."""
+    signals_open: tuple[tuple[str, str, int], ...] = ()
+    """(kind, severity, open signals)."""
+    oom_storms_open: int = 0
+    oom_storm_kills: int = 0
+    """OOM kills in the open storms' windows, summed over the storms (a kill can count in a
+    card's, a node's and a namespace's storm at once)."""
+    idle_whole_gpus: int = 0
+    """Healthy cards with nothing on them."""
+
+
+@dataclass(frozen=True, slots=True)
 class InstantReport:
     """The cluster view after one evaluated event-time instant: its fragmentation, and, when
     the pending queue was evaluated in it, every pending pod's explanation with its task."""
@@ -149,3 +186,5 @@ class InstantReport:
     at: datetime
     summary: ClusterFragmentation
     explanations: dict[str, tuple[Explanation, TaskProfile]] | None = None
+    breakdown: ClusterBreakdown | None = None
+    """The figures by pool, model, reason and kind (None: a report written before them)."""

@@ -26,7 +26,13 @@ from models import (
     from_json,
     to_json,
 )
-from models.analysis import ClusterFragmentation, Explanation, InstantReport
+from models.analysis import (
+    ClusterBreakdown,
+    ClusterFragmentation,
+    Explanation,
+    GroupGpus,
+    InstantReport,
+)
 from streams.cluster.book import SignalBook
 from streams.cluster.view import ClusterView
 from streams.detectors.detector import Detector
@@ -105,7 +111,11 @@ class ClusterAnalysis:
 
     def summary(self) -> ClusterFragmentation:
         ix = self.view.index
-        counts: dict[str, int] = {"unplaceable_pods": 0, "stranded_nodes": 0}
+        counts: dict[str, int] = {
+            "unplaceable_pods": 0,
+            "stranded_nodes": 0,
+            "stranded_gpu_milli": 0,
+        }
         for d in self.detectors:
             counts.update(d.counts())
         return ClusterFragmentation(
@@ -120,6 +130,37 @@ class ClusterAnalysis:
             unplaceable_pods=counts["unplaceable_pods"],
             stranded_nodes=counts["stranded_nodes"],
             arrived_gpus=self.view.arrived_gpu_milli / MILLI_PER_GPU,
+            stranded_gpus=counts["stranded_gpu_milli"] / MILLI_PER_GPU,
+        )
+
+    def breakdown(self) -> ClusterBreakdown:
+        """The figures by pool and model, block reason and signal kind: running totals of the
+        index, the book and the detectors, so a report costs no pass over the nodes."""
+        figures: dict[tuple[str, ...], float] = {}
+        for d in self.detectors:
+            figures.update(d.figures())
+        gpus = []
+        for (pool, model), t in sorted(self.view.index.groups.items()):
+            stranded = int(figures.get(("stranded_milli", pool, model), 0))
+            gpus.append(
+                GroupGpus(
+                    pool=pool,
+                    gpu_model=model,
+                    allocated=t.cards - t.unhealthy - t.idle_milli / MILLI_PER_GPU,
+                    idle=(t.idle_milli - stranded) / MILLI_PER_GPU,
+                    stranded=stranded / MILLI_PER_GPU,
+                    unhealthy=float(t.unhealthy),
+                )
+            )
+        reasons = sorted((k[1], int(v)) for k, v in figures.items() if k[0] == "unplaceable")
+        signals = sorted((kind, sev, n) for (kind, sev), n in self.book.tally.items())
+        return ClusterBreakdown(
+            gpus=tuple(gpus),
+            unplaceable=tuple(reasons),
+            signals_open=tuple(signals),
+            oom_storms_open=int(figures.get(("oom_storms",), 0)),
+            oom_storm_kills=int(figures.get(("oom_storm_kills",), 0)),
+            idle_whole_gpus=self.view.index.whole_idle_cards,
         )
 
     # --- the operator ------------------------------------------------------------------------
@@ -180,7 +221,12 @@ class ClusterAnalysis:
         if self._evaluated if explain is None else explain:
             tasks = self.view.tasks
             explanations = {k: (e, tasks[k]) for k, e in self.explanations.items() if k in tasks}
-        return InstantReport(at=at, summary=self.summary(), explanations=explanations)
+        return InstantReport(
+            at=at,
+            summary=self.summary(),
+            explanations=explanations,
+            breakdown=self.breakdown(),
+        )
 
     def _rebuild_typical(self, at: datetime) -> list[Signal]:
         self.view.rebuild_typical(at)

@@ -50,6 +50,8 @@ class InstantOutput:
     """What the gate let through in enforce mode, for an actuator to carry out."""
     report: InstantReport | None = None
     """The cluster's state after the instant (None where the host keeps no reports)."""
+    breaker_open: bool = False
+    """The gate's circuit breaker holds enforcement back at this instant."""
 
 
 @dataclass(slots=True)
@@ -74,6 +76,7 @@ class Evaluation:
                     out.requests.append(item)
         if self.reports:
             out.report = self.cluster.report(at, explain=explain)
+        out.breaker_open = self.acting.gate.breaker_open(at)
         return out
 
 

@@ -323,6 +323,7 @@ def cluster_row(run_id: str, snap: ClusterFragmentation, at: datetime) -> Row:
         "pending_pods": snap.pending_pods,
         "unplaceable_pods": snap.unplaceable_pods,
         "stranded_nodes": snap.stranded_nodes,
+        "stranded_gpus": snap.stranded_gpus,
     }
 
 

@@ -56,8 +56,8 @@ class ScrapeMetrics:
             registry=registry,
         )
         self.last_success = Gauge(
-            "gpufrag_dcgm_last_success_unixtime",
-            "Time of the last successful scrape of an exporter",
+            "gpufrag_dcgm_last_success_timestamp_seconds",
+            "Wall-clock time of the last successful scrape of an exporter (POSIX s)",
             ["endpoint"],
             registry=registry,
         )

@@ -15,10 +15,33 @@ from models import Scope, Severity, Signal, fingerprint_of
 class SignalBook:
     def __init__(self, *, clock: Callable[[], datetime | None]) -> None:
         self._clock = clock
-        self.open: dict[str, Signal] = {}
+        self._open: dict[str, Signal] = {}
+        self.tally: dict[tuple[str, str], int] = {}
+        """Open signals by (kind, severity), kept with ``open`` for a report's gauges."""
         self.dirty: set[str] = set()
         """Fingerprints opened or resolved since the last snapshot (when ``tracking``)."""
         self.tracking = False
+
+    @property
+    def open(self) -> dict[str, Signal]:
+        """Open signals by fingerprint; change it only through this book (or assign it whole,
+        as a restore does, and the tally follows)."""
+        return self._open
+
+    @open.setter
+    def open(self, signals: dict[str, Signal]) -> None:
+        self._open = signals
+        self.tally = {}
+        for sig in signals.values():
+            self._count(sig, 1)
+
+    def _count(self, sig: Signal, sign: int) -> None:
+        key = (str(sig.kind), str(sig.severity))
+        n = self.tally.get(key, 0) + sign
+        if n:
+            self.tally[key] = n
+        else:
+            del self.tally[key]
 
     def opened(
         self,
@@ -49,7 +72,8 @@ class SignalBook:
                 "state": "open",
             }
         )
-        self.open[fp] = sig
+        self._open[fp] = sig
+        self._count(sig, 1)
         if self.tracking:
             self.dirty.add(fp)
         return [sig]
@@ -58,7 +82,9 @@ class SignalBook:
         return self.resolve_fingerprint(fingerprint_of(kind, scope, scope_id))
 
     def resolve_fingerprint(self, fp: str) -> list[Signal]:
-        sig = self.open.pop(fp, None)
+        sig = self._open.pop(fp, None)
+        if sig is not None:
+            self._count(sig, -1)
         now = self._clock()
         if sig is None or now is None:
             return []

@@ -106,6 +106,12 @@ class Detector(Generic[S]):
         """Figures the detector adds to the cluster summary (``ClusterFragmentation`` fields)."""
         return {}
 
+    def figures(self) -> Mapping[tuple[str, ...], float]:
+        """Figures by bounded labels for the report's breakdown: (figure, label values...) ->
+        value, e.g. ``("unplaceable", "cpu") -> 3``. Read on every report, so kept as running
+        totals or computed from small sets; never one entry per pod or node."""
+        return {}
+
     def clock_state(self) -> dict[str, object]:
         """What decides when its deferred work falls due (JSON-ready), for a restarted host."""
         return {}

@@ -15,6 +15,7 @@ without a new OOM in its scope.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -44,6 +45,8 @@ class _Storm:
     scope_id: str
     first: datetime
     last: datetime
+    kills: int = 0
+    """OOM kills counted in the storm: its window's at opening, one more for each since."""
 
 
 def _kill_json(kill: Kill) -> object:
@@ -180,11 +183,12 @@ class OomStorm(Detector[OomStormSettings]):
         storm = self.storms.get(fp_id)
         if storm is not None:
             storm.last = event.end
+            storm.kills += 1  # a sliding window reports each kill once
             return []
         if len(event.values) < spec.events:
             return []
         first = datetime.fromisoformat(event.values[0][1])
-        self.storms[fp_id] = _Storm(spec.scope, event.key, first, event.end)
+        self.storms[fp_id] = _Storm(spec.scope, event.key, first, event.end, len(event.values))
         victims = sorted({pod for pod, _ in event.values})
         aggressor, growth = self._aggressor(spec, event.key, victims, first)
         return self.book.opened(
@@ -254,6 +258,10 @@ class OomStorm(Detector[OomStormSettings]):
         dues = [s.last + quiet for s in self.storms.values()]
         return min(dues) if dues else None
 
+    def figures(self) -> Mapping[tuple[str, ...], float]:
+        kills = sum(s.kills for s in self.storms.values())
+        return {("oom_storms",): len(self.storms), ("oom_storm_kills",): kills}
+
     def clock_state(self) -> dict[str, object]:
         # the pods' memory history is not kept: after a restart the aggressor is found from
         # the samples seen since (a window's worth), rather than a table write per sample
@@ -265,7 +273,7 @@ class OomStorm(Detector[OomStormSettings]):
             "windows": windows,
             "counted": dict(sorted(self.counted.items())),
             "storms": {
-                k: [s.scope.value, s.scope_id, s.first.isoformat(), s.last.isoformat()]
+                k: [s.scope.value, s.scope_id, s.first.isoformat(), s.last.isoformat(), s.kills]
                 for k, s in sorted(self.storms.items())
             },
         }
@@ -289,9 +297,13 @@ class OomStorm(Detector[OomStormSettings]):
         )
         storms = state.get("storms")
         self.storms = {}
-        for k, (scope, scope_id, first, last) in (
+        for k, (scope, scope_id, first, last, *kills) in (
             storms if isinstance(storms, dict) else {}
         ).items():
             self.storms[k] = _Storm(
-                Scope(scope), scope_id, datetime.fromisoformat(first), datetime.fromisoformat(last)
+                Scope(scope),
+                scope_id,
+                datetime.fromisoformat(first),
+                datetime.fromisoformat(last),
+                int(kills[0]) if kills else 0,  # a state written before kills were kept
             )

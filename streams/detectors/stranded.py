@@ -18,6 +18,11 @@ class StrandedGpus(Detector[StrandedGpusSettings]):
     def __init__(self, view: ClusterView, book: SignalBook, settings: StrandedGpusSettings):
         super().__init__(view, book, settings)
         self.stranded: dict[str, dict[str, object]] = {}
+        self.idle_by_group: dict[tuple[str, str], int] = {}
+        """Idle milli-GPU on the stranded nodes by (pool, GPU model), kept with ``stranded``
+        so a report reads it without a pass over the nodes."""
+        self._counted: dict[str, tuple[tuple[str, str], int]] = {}
+        """Each stranded node's group and idle milli-GPU as added to ``idle_by_group``."""
 
     def on_node(self, name: str) -> list[Signal]:
         i = self.view.index.slot.get(name)
@@ -30,7 +35,30 @@ class StrandedGpus(Detector[StrandedGpusSettings]):
         return out
 
     def counts(self) -> Mapping[str, int]:
-        return {"stranded_nodes": len(self.stranded)}
+        return {
+            "stranded_nodes": len(self.stranded),
+            "stranded_gpu_milli": sum(self.idle_by_group.values()),
+        }
+
+    def figures(self) -> Mapping[tuple[str, ...], float]:
+        return {("stranded_milli", *group): milli for group, milli in self.idle_by_group.items()}
+
+    def _recount(self, name: str, evidence: dict[str, object] | None) -> None:
+        old = self._counted.pop(name, None)
+        if old is not None:
+            left = self.idle_by_group[old[0]] - old[1]
+            if left:
+                self.idle_by_group[old[0]] = left
+            else:
+                del self.idle_by_group[old[0]]
+        if evidence is None:
+            return
+        ix = self.view.index
+        group = ix.group_of(ix.slot[name])
+        idle = evidence["idle_gpu_milli"]
+        assert isinstance(idle, int)
+        self._counted[name] = (group, idle)
+        self.idle_by_group[group] = self.idle_by_group.get(group, 0) + idle
 
     def _evidence(self, i: int) -> dict[str, object] | None:
         ix = self.view.index
@@ -58,6 +86,7 @@ class StrandedGpus(Detector[StrandedGpusSettings]):
         }
 
     def _set(self, name: str, evidence: dict[str, object] | None) -> list[Signal]:
+        self._recount(name, evidence)
         if evidence is None:
             self.stranded.pop(name, None)
             return self.book.resolved(SignalKind.STRANDED_GPUS, Scope.NODE, name)

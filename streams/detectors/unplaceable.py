@@ -95,6 +95,16 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         unplaceable = sum(1 for k, e in self.explanations.items() if e.unplaceable and k in pending)
         return {"unplaceable_pods": unplaceable}
 
+    def figures(self) -> Mapping[tuple[str, ...], float]:
+        """Each unplaceable pending pod under its most common blocking reason (the pods
+        ``counts`` counts, so the reasons add up to ``unplaceable_pods``)."""
+        pending = self.view.pending
+        out: Counter[tuple[str, ...]] = Counter()
+        for k, e in self.explanations.items():
+            if e.unplaceable and k in pending:
+                out[("unplaceable", e.blocking[0][0].value if e.blocking else "none")] += 1
+        return out
+
     def clock_state(self) -> dict[str, object]:
         at = self.evaluated_at
         return {

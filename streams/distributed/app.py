@@ -24,7 +24,7 @@ from streams.distributed.flow import KeepQueuesWhileFlowing
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import KeyedStage, Reject, StageCounters, StageLogic
 from streams.distributed.stages import ClusterLogic, NodeLogic, Outlets, TaskLogic
-from streams.pipeline import PipelineDef
+from streams.pipeline import InstantOutput, PipelineDef
 
 log = logging.getLogger(__name__)
 RAW: dict[str, Any] = {
@@ -44,6 +44,8 @@ class WorkerConfig:
     datadir: str
     pipeline: PipelineDef
     max_source_lag_s: float = 600.0
+    observe: Callable[[InstantOutput], None] | None = None
+    """Told each instant the cluster stage evaluated (the worker's domain metrics)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +212,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     logics: tuple[StageLogic, ...] = (
         TaskLogic(cfg.pipeline, tables["tasks"], out),
         NodeLogic(cfg.pipeline, tables["node-states"], out),
-        ClusterLogic(cfg.pipeline, tables["cluster"], out, counters),
+        ClusterLogic(cfg.pipeline, tables["cluster"], out, counters, observe=cfg.observe),
     )
     stages = {
         logic.name: KeyedStage(

@@ -16,6 +16,7 @@ whole from its table on first use.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -228,9 +229,18 @@ class ClusterLogic:
     name = "cluster"
 
     def __init__(
-        self, pipeline: PipelineDef, table: Any, out: Outlets, counters: StageCounters
+        self,
+        pipeline: PipelineDef,
+        table: Any,
+        out: Outlets,
+        counters: StageCounters,
+        *,
+        observe: Callable[[InstantOutput], None] | None = None,
     ) -> None:
+        """``observe``: told each evaluated instant in process (the worker's domain metrics),
+        after its outputs were sent."""
         self.pipeline, self.table, self.out, self.counters = pipeline, table, out, counters
+        self.observe = observe
         self._instants: Instants[Any, Signal] | None = None
         self._op: ClusterAnalysis | None = None
         self._acting: Acting | None = None
@@ -323,6 +333,8 @@ class ClusterLogic:
             if instant.report is not None and self.out.reports is not None:
                 key = instant.at.isoformat().encode()
                 await self.out.reports.send(key=key, value=encode_report(instant.report))
+            if self.observe is not None:
+                self.observe(instant)
 
     def _count(self) -> None:
         """The operator's new disagreements into the worker's counters. A restored operator

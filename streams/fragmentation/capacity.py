@@ -7,6 +7,7 @@ Unhealthy cards count as neither idle nor usable: nothing new should land on the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -31,6 +32,16 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 G = TypeVar("G", bound=np.generic)
+Group = tuple[str, str]
+
+
+@dataclass(slots=True)
+class GroupTotals:
+    """One pool and model's cards, idle milli-GPU and unhealthy cards."""
+
+    cards: int = 0
+    idle_milli: int = 0
+    unhealthy: int = 0
 
 
 def _extend(a: npt.NDArray[G], n: int, fill: object) -> npt.NDArray[G]:
@@ -51,6 +62,15 @@ def _widen(a: IntArray, n: int, rows: int, width: int, fill: int) -> IntArray:
     out = np.full((rows, width), fill, dtype=np.int64)
     out[:n, : a.shape[1]] = a[:n]
     return out
+
+
+def _whole_idle(g: GpuState) -> bool:
+    """A healthy card nothing is on: no pod, and all of it free (all MIG instances free)."""
+    if not g.healthy or g.pods:
+        return False
+    if g.mode is SharingMode.MIG:
+        return not any(g.mig_used.values())
+    return g.milli_free >= MILLI_PER_GPU
 
 
 def _rule(cards: tuple[GpuState, ...]) -> tuple[int, int]:
@@ -113,9 +133,17 @@ class CapacityIndex:
         self.pools: list[str | None] = []
         self.node_frag: FloatArray = np.zeros(0, dtype=np.float64)
         self.node_idle: IntArray = np.zeros(0, dtype=np.int64)
+        self.node_unhealthy: IntArray = np.zeros(0, dtype=np.int64)
+        """Cards out of service per node."""
+        self.node_whole_idle: IntArray = np.zeros(0, dtype=np.int64)
+        """Healthy cards with nothing on them per node."""
         self.frag_milli = 0.0
         self.idle_milli = 0
         self.capacity_milli = 0
+        self.whole_idle_cards = 0
+        self.groups: dict[Group, GroupTotals] = {}
+        """Running totals by (pool, GPU model), "" for none: as few as the cluster's pools
+        times its models, updated on a node's change like the cluster totals."""
 
     def __len__(self) -> int:
         return len(self.slot)
@@ -139,6 +167,8 @@ class CapacityIndex:
         self.unschedulable = _extend(self.unschedulable, new_n, False)
         self.node_frag = _extend(self.node_frag, new_n, 0.0)
         self.node_idle = _extend(self.node_idle, new_n, 0)
+        self.node_unhealthy = _extend(self.node_unhealthy, new_n, 0)
+        self.node_whole_idle = _extend(self.node_whole_idle, new_n, 0)
         self.rule = _extend(self.rule, new_n, RULE_MILLI)
         self.fixed = _extend(self.fixed, new_n, 0)
         self.hami_memory = _extend(self.hami_memory, new_n, 0)
@@ -206,6 +236,8 @@ class CapacityIndex:
         mig: dict[str, int] = {}
         each: dict[str, float] = {}
         memory = 0
+        self.node_unhealthy[i] = sum(1 for g in profile.gpus if not g.healthy)
+        self.node_whole_idle[i] = sum(1 for g in profile.gpus if _whole_idle(g))
         for g in profile.gpus:
             if not g.healthy:
                 continue
@@ -303,13 +335,33 @@ class CapacityIndex:
         self.frag_milli += f
         self.idle_milli += idle
         self.capacity_milli += int(self.gpu_cards[i]) * MILLI_PER_GPU
+        self.whole_idle_cards += int(self.node_whole_idle[i])
+        self._add_group(i, 1)
 
     def _forget_totals(self, i: int) -> None:
         self.frag_milli -= float(self.node_frag[i])
         self.idle_milli -= int(self.node_idle[i])
         self.capacity_milli -= int(self.gpu_cards[i]) * MILLI_PER_GPU
+        self.whole_idle_cards -= int(self.node_whole_idle[i])
+        self._add_group(i, -1)
         self.node_frag[i] = 0.0
         self.node_idle[i] = 0
+
+    def group_of(self, i: int) -> Group:
+        return self.pools[i] or "", self.models[i] or ""
+
+    def _add_group(self, i: int, sign: int) -> None:
+        """Node ``i``'s cards into (1) or out of (-1) its pool and model's totals; a group
+        left with no cards is dropped, so a pool that is gone leaves no figures behind."""
+        if not self.gpu_cards[i]:
+            return  # a CPU node: no GPU figures
+        key = self.group_of(i)
+        totals = self.groups.setdefault(key, GroupTotals())
+        totals.cards += sign * int(self.gpu_cards[i])
+        totals.idle_milli += sign * int(self.node_idle[i])
+        totals.unhealthy += sign * int(self.node_unhealthy[i])
+        if totals.cards <= 0:
+            del self.groups[key]
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -233,6 +233,11 @@ class Gate:
         led.breaker_until = at + timedelta(seconds=self.settings.breaker_open_s)
         led.breaker_why = why
 
+    def breaker_open(self, at: datetime) -> bool:
+        """Whether enforcement is held back at ``at`` (a host's gauge; no state changes)."""
+        until = self.ledger.breaker_until
+        return until is not None and until > at
+
     def snapshot(self) -> dict[str, object]:
         return self.ledger.to_json()
 

@@ -30,6 +30,7 @@ from models.actuation import (
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster.view import ClusterView
 from streams.guardrails.gate import Candidate, Gate
+from streams.guardrails.gate_refusals import GateRefusal
 from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
 from streams.planners.plan import Plan, Planner, StatefulPlanner
@@ -166,7 +167,7 @@ class Acting:
             cands.append(_candidate(plan, requests[-1], at))
         decisions, refused = self.gate.admit_all(cands)
         if refused is not None:
-            return self._records(plan, requests, [asked] * len(requests), refused.text(), at)
+            return self._records(plan, requests, [asked] * len(requests), refused, at)
         mode = ActionMode.ENFORCE
         if any(d.mode is not ActionMode.ENFORCE for d in decisions):
             mode = ActionMode.DRY_RUN  # dry-run, or enforce held back by the open breaker
@@ -180,14 +181,16 @@ class Acting:
         plan: Plan,
         requests: list[ActionRequest],
         modes: list[ActionMode],
-        refused: str | None,
+        refused: GateRefusal | None,
         at: datetime,
     ) -> list[ActingOutput]:
         out: list[ActingOutput] = []
         for request, mode in zip(requests, modes, strict=True):
             evidence: dict[str, JsonValue] = dict(request.evidence)
             if refused is not None:
-                evidence["refused"] = refused
+                evidence["refused"] = refused.text()
+                # the limit's name, one of a few (gate_refusals.py): what metrics count by
+                evidence["refused_rule"] = refused.code
             out.append(
                 Action(
                     id=request.id,

@@ -95,8 +95,8 @@ class StageMetrics:
         self.errors = Counter(
             "gpufrag_stage_errors_total", "Items a stage failed on", ["stage"], registry=registry
         )
-        self.queue_depth = Gauge(
-            "gpufrag_queue_depth", "Items waiting in a queue", ["queue"], registry=registry
+        self.queue_items = Gauge(
+            "gpufrag_stage_queue_items", "Items waiting in a queue", ["queue"], registry=registry
         )
         self.watermark = Gauge(
             "gpufrag_stage_watermark_seconds",
@@ -202,7 +202,7 @@ class EmbeddedRunner:
                 m.saw("source", env.event_time.timestamp())
                 await out.put(env)
                 m.events_out.labels("source").inc()
-                m.queue_depth.labels("source->join").set(out.qsize())
+                m.queue_items.labels("source->join").set(out.qsize())
                 n += 1
                 if n % 256 == 0:
                     await asyncio.sleep(0)  # let the stages run between bursts
@@ -253,7 +253,7 @@ class EmbeddedRunner:
                 continue
             await out.put(Emission(at=item.event_time, env=item, deltas=list(updates)))
             m.events_out.labels("join").inc()
-            m.queue_depth.labels("join->analysis").set(out.qsize())
+            m.queue_items.labels("join->analysis").set(out.qsize())
 
     async def _analyse(self, inq: asyncio.Queue[object]) -> None:
         m = self.metrics

@@ -80,7 +80,8 @@ async def test_outage_mid_replay_buffers_retries_and_loses_nothing(tmp_path: Pat
         runner.processed
     )
     assert reg.get_sample_value("gpufrag_stage_errors_total", {"stage": "join"}) in (None, 0.0)
-    assert reg.get_sample_value("gpufrag_queue_depth", {"queue": "join->analysis"}) is not None
+    queued = reg.get_sample_value("gpufrag_stage_queue_items", {"queue": "join->analysis"})
+    assert queued is not None
     assert reg.get_sample_value("gpufrag_stage_lag_seconds", {"stage": "analysis"}) == 0.0
     assert sink.dead_lettered_rows == {}
     events = int(str(store.query("SELECT count() FROM events FINAL").rows[0][0]))

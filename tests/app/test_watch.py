@@ -167,7 +167,9 @@ async def test_watch_publishes_live_sources_with_progress(
     assert sample_value(done.metrics, "gpufrag_watch_events_total", source=DCGM)
     assert sample_value(done.metrics, "gpufrag_watch_late_events_total", source=KUBE) == 0
     assert sample_value(done.metrics, "gpufrag_watch_source_failures_total", source=DCGM) == 0
-    assert sample_value(done.metrics, "gpufrag_dcgm_last_success_unixtime", endpoint=ep.exporter)
+    assert sample_value(
+        done.metrics, "gpufrag_dcgm_last_success_timestamp_seconds", endpoint=ep.exporter
+    )
     assert sample_value(
         done.metrics, "gpufrag_kube_last_success_timestamp_seconds", resource="pods"
     )

@@ -20,6 +20,7 @@ from connectors.kafka.producer import acked_producer
 from models import EvictPod, to_json
 from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
+from tests.app.metrics_scrape import Scrape, parse, summed
 from tests.connectors.kube.actuator_helpers import (
     ENFORCE,
     lease_holder,
@@ -27,6 +28,7 @@ from tests.connectors.kube.actuator_helpers import (
     running_pod,
 )
 from tests.distributed.worker_helpers import collect, kafka_env
+from tests.http_probe import free_port, get
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
 
@@ -91,9 +93,9 @@ async def _all_committed(bootstrap: str, prefix: str) -> None:
 
 async def _actuate(
     bootstrap: str, prefix: str, kubeconfig: Path, ids: set[str], mode: str, namespace: str
-) -> tuple[dict[str, dict[str, object]], str]:
+) -> tuple[dict[str, dict[str, object]], str, Scrape]:
     """Run `gpufrag actuate` until the outcomes of ``ids`` are on the topic and every record is
-    committed, then stop it (SIGTERM); the outcomes and what it printed."""
+    committed, then stop it (SIGTERM); the outcomes, what it printed and its metrics then."""
     log = kubeconfig.parent / "actuate.log"
     env = {
         **kafka_env(bootstrap),
@@ -106,6 +108,7 @@ async def _actuate(
         [
             *(sys.executable, "-m", "streams.app", "actuate", "--prefix", prefix),
             *("--duration-s", str(WITHIN_S * 2), "--loglevel", "info"),
+            *("--metrics-port", str(port := free_port())),
         ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -114,12 +117,14 @@ async def _actuate(
     try:
         got = await _outcomes(bootstrap, prefix, ids)
         await _all_committed(bootstrap, prefix)
+        status, body = await asyncio.to_thread(get, port, "/metrics")
+        assert status == 200
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = await asyncio.to_thread(proc.wait, 60)
     out = log.read_text()
     assert rc == 0, out[-3000:]
-    return got, out
+    return got, out, parse(body)
 
 
 async def test_enforce_evicts_and_records_the_outcomes(
@@ -137,9 +142,13 @@ async def test_enforce_evicts_and_records_the_outcomes(
         topic_prefix,
         [("e1", to_json(evict)), ("e2", to_json(nobody)), ("bad-1", BAD)],
     )
-    got, out = await _actuate(
+    got, out, scrape = await _actuate(
         kafka_bootstrap, topic_prefix, kubeconfig, {"e1", "e2"}, "enforce", namespace
     )
+    # the records of what it carried out, counted by outcome and mode
+    for outcome in ("executed", "gone"):
+        n = summed(scrape, "gpufrag_actions_total", mode="enforce", outcome=outcome)
+        assert n == 1, outcome
     assert (got["e1"]["outcome"], got["e2"]["outcome"]) == ("executed", "gone"), got
     assert {a["mode"] for a in got.values()} == {"enforce"}
     assert got["e1"]["evidence"]["actuator"]["holder"] == "actuate-test"  # type: ignore[index]
@@ -170,9 +179,10 @@ async def test_without_enforce_every_request_is_proposed(
     uid = await running_pod(client, namespace, "trainer", app="train")
     evict = EvictPod(id="d1", namespace=namespace, name="trainer", uid=uid, **ENFORCE)
     await _publish(kafka_bootstrap, topic_prefix, [("d1", to_json(evict))])
-    got, out = await _actuate(
+    got, out, scrape = await _actuate(
         kafka_bootstrap, topic_prefix, kubeconfig, {"d1"}, "dry-run", namespace
     )
+    assert summed(scrape, "gpufrag_actions_total", mode="dry_run", outcome="proposed") == 1
     assert (got["d1"]["outcome"], got["d1"]["mode"]) == ("proposed", "dry_run"), got
     pod = await pod_or_none(client, namespace, "trainer")
     assert pod is not None and "deletionTimestamp" not in pod["metadata"]

@@ -31,6 +31,7 @@ from streams.app.commands.sql import queries_dir
 from streams.app.queries.named_queries import bind, load_queries
 from streams.app.sinks.topic_history import TELEMETRY_SEQ
 from streams.app.sinks.topic_sink import sink_topics
+from tests.app.metrics_scrape import Scrape, compare, instant_of, parse, rows_by_instant
 from tests.app.pipeline_helpers import gpufrag, gpufrag_env, store_at
 from tests.distributed.worker_helpers import (
     kafka_env,
@@ -40,6 +41,7 @@ from tests.distributed.worker_helpers import (
     until_reported,
     wait_caught_up,
 )
+from tests.http_probe import free_port, get
 
 pytestmark = pytest.mark.kafka
 NODES = int(os.environ.get("GPUFRAG_PARITY_NODES", "120"))
@@ -77,10 +79,13 @@ def _embedded(dsn: str) -> dict[str, Any]:
     return summary
 
 
-def _distributed(bootstrap: str, prefix: str, dsn: str, work: Path, last: datetime) -> str:
+def _distributed(
+    bootstrap: str, prefix: str, dsn: str, work: Path, last: datetime
+) -> tuple[str, Scrape]:
     """Worker, sink and publisher until the sink has stored everything the worker made for the
-    input's last instant; the sink's log."""
-    worker = start_worker(bootstrap, prefix, work / "worker.log")
+    input's last instant; the sink's log, and the worker's metrics scraped then."""
+    port = free_port()
+    worker = start_worker(bootstrap, prefix, work / "worker.log", metrics_port=port)
     sink = start_sink(bootstrap, prefix, dsn, work / "sink.log")
     try:
         out = subprocess.run(
@@ -94,6 +99,8 @@ def _distributed(bootstrap: str, prefix: str, dsn: str, work: Path, last: dateti
         assert out.returncode == 0, out.stderr[-3000:]
         until_reported(bootstrap, prefix, last, timeout_s=900)
         wait_caught_up(bootstrap, f"{prefix}gpufrag-sink", sink_topics(prefix))
+        status, body = get(port, "/metrics")
+        assert status == 200
     finally:
         for proc in (sink, worker):
             proc.terminate()
@@ -101,7 +108,7 @@ def _distributed(bootstrap: str, prefix: str, dsn: str, work: Path, last: dateti
             proc.wait(120)
     log = (work / "sink.log").read_text()
     assert sink.returncode == 0, log[-3000:]
-    return log
+    return log, parse(body)
 
 
 def _rows(dsn: str, sql: str, run_id: str) -> list[tuple[object, ...]]:
@@ -166,11 +173,19 @@ def test_the_embedded_runner_and_kafka_workers_and_sink_keep_the_same_history(
     monkeypatch.setenv("GPUFRAG_PLANNERS__ENABLED", "[]")
     ours, theirs = f"chdb://{tmp_path / 'embedded'}", f"chdb://{tmp_path / 'distributed'}"
     embedded = _embedded(ours)
-    sink_log = _distributed(kafka_bootstrap, topic_prefix, theirs, tmp_path, last_event_time(ours))
+    sink_log, scrape = _distributed(
+        kafka_bootstrap, topic_prefix, theirs, tmp_path, last_event_time(ours)
+    )
     a = str(embedded["run_id"])
     (b, mode, raw_summary) = _rows(theirs, "SELECT run_id, mode, summary FROM runs FINAL", "")[0]
     assert mode == "distributed"
     b = str(b)
+
+    # the worker's gauges are its last instant's report, the row the sink stored for it
+    at = instant_of(scrape)
+    assert at is not None, sorted(n for n, _ in scrape)
+    with store_at(theirs) as st:
+        compare(scrape, rows_by_instant(st, b)[at])
 
     # every named query gives the same rows
     named = _named(ours, a)

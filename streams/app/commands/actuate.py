@@ -23,6 +23,7 @@ from streams.app.lifecycle.probes import Health
 from streams.app.lifecycle.session import Session
 from streams.app.lifecycle.stopping import stop_event, unless_stopped
 from streams.app.sinks.actuate_feed import ActuateFeed, actuator_for
+from streams.app.sinks.domain_metrics import ActionsCollector, ActionTally
 from streams.distributed import topics
 
 
@@ -51,10 +52,12 @@ def actuate(
     session = Session("actuate")
     settings, health = session.settings, session.health
     bus = Bus.resolve(bootstrap, prefix)
+    tally = ActionTally()  # the records of what this actuator carried out
+    session.registry.register(ActionsCollector(tally))
     session.serve_probes(metrics_port, addr="0.0.0.0")
     with user_errors():
         try:
-            feed = asyncio.run(_run(bus, settings, group, duration_s, health))
+            feed = asyncio.run(_run(bus, settings, group, duration_s, health, tally))
         except KafkaError as exc:
             typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -62,7 +65,12 @@ def actuate(
 
 
 async def _run(
-    bus: Bus, settings: GpufragSettings, group: str, duration_s: float | None, health: Health
+    bus: Bus,
+    settings: GpufragSettings,
+    group: str,
+    duration_s: float | None,
+    health: Health,
+    tally: ActionTally,
 ) -> ActuateFeed:
     await bus.ensure_topics()
     dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
@@ -86,6 +94,7 @@ async def _run(
                     topic=topics.ACTIONS.full_name(bus.prefix),
                     dead_letter=keep,
                     holding=elector.holding if elector is not None else lambda: True,
+                    tally=tally,
                 )
                 await _consume(bus, group, feed, elector, stop)
     finally:

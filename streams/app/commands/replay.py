@@ -135,7 +135,8 @@ def replay(
         typer.Option(
             min=1,
             max=65535,
-            help="Serve Prometheus metrics (stages, queues, sink) on this port while replaying.",
+            help="Serve Prometheus metrics (the cluster's gauges, actions, stages, queues, "
+            "sink) on this port while replaying.",
         ),
     ] = None,
     skip_bad_rows: Annotated[

@@ -16,6 +16,7 @@ from streams.app.console.options import BootstrapOption, MetricsPortOption, Pref
 from streams.app.lifecycle.bus import Bus
 from streams.app.lifecycle.session import Session
 from streams.app.replaying.workload import pod_shape
+from streams.app.sinks.domain_metrics import domain_metrics_for
 from streams.distributed.app import WorkerConfig, build_app
 from streams.distributed.worker_metrics import WorkerCollector
 from streams.fragmentation.shapes import TypicalPods
@@ -59,6 +60,8 @@ def worker(
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
         pipeline=session.pipeline(typical=typical),
         max_source_lag_s=settings.kafka.max_source_lag_s,
+        # the cluster stage's reports as gauges: on the worker that holds its partition
+        observe=domain_metrics_for(session.registry).observe,
     )
     app, stats = build_app(cfg)
     session.registry.register(WorkerCollector(counters=stats.counters, held=stats.held))

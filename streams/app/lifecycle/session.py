@@ -121,7 +121,12 @@ class Session:
         """Every registered output that has something to do in this run, in registration
         order, then ``extra`` (a command's own: a replay's storm tally)."""
         ctx = OutputContext(
-            settings=self.settings, run_id=run_id, command=self.command, store=store, alerts=alerts
+            settings=self.settings,
+            run_id=run_id,
+            command=self.command,
+            store=store,
+            alerts=alerts,
+            registry=self.registry,
         )
         named: dict[str, OutputSink] = {}
         for name, build in OUTPUTS.items():

@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from connectors.kube import Actuator, Executor, LeaseElector, api_client_for
 from models import ActionOutcome, ActionRequest, GpufragSettings, to_json
 from models.refusal import Refusal
+from streams.app.sinks.domain_metrics import ActionTally
 
 __all__ = ["ActuateFeed", "actuator_for"]
 
@@ -41,10 +42,12 @@ class ActuateFeed:
         topic: str,
         dead_letter: Callable[[Refusal], Awaitable[None]],
         holding: Callable[[], bool] = lambda: True,
+        tally: ActionTally | None = None,
     ) -> None:
         """``producer``: a started acked producer; ``topic``: the actions topic, where the
         outcomes go keyed by action id; ``holding``: False once an enforcing actuator lost
-        the Lease (the feed then stops without committing)."""
+        the Lease (the feed then stops without committing); ``tally``: counts each record of
+        what was carried out, for ``gpufrag_actions_total``."""
         self.actuator = actuator
         self.producer = producer
         self.topic = topic
@@ -53,6 +56,7 @@ class ActuateFeed:
         self.requests = 0
         self.invalid = 0
         self.outcomes: Counter[str] = Counter()
+        self.tally = tally
 
     async def run(self, consumer: Any, stop: asyncio.Event) -> None:
         """Until ``stop``, or until the Lease is lost. ``consumer``: a started aiokafka
@@ -98,6 +102,8 @@ class ActuateFeed:
             return False
         await self.producer.send_and_wait(self.topic, key=action.id.encode(), value=to_json(action))
         self.outcomes[action.outcome.value] += 1
+        if self.tally is not None:
+            self.tally.count(action)
         return True
 
     async def _refuse(self, topic: str, reason: str, detail: str, raw: bytes) -> None:

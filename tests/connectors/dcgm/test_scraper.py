@@ -63,7 +63,7 @@ async def test_samples_flow_as_envelopes_with_metrics_per_endpoint() -> None:
     } == {0, 1}
     url = exporter.url
     assert metric(reg, "gpufrag_dcgm_samples_emitted_total", url) == len(sink.envs)
-    assert metric(reg, "gpufrag_dcgm_last_success_unixtime", url) == CLOCK.timestamp()
+    assert metric(reg, "gpufrag_dcgm_last_success_timestamp_seconds", url) == CLOCK.timestamp()
     assert metric(reg, "gpufrag_dcgm_consecutive_failures", url) == 0
     assert (
         REGISTRY.get_sample_value("gpufrag_dcgm_samples_emitted_total", {"endpoint": url}) is None
@@ -81,7 +81,7 @@ async def test_endpoint_down_at_start_then_comes_up() -> None:
         )
         assert sink.envs == []
         assert metric(reg, "gpufrag_dcgm_consecutive_failures", url) >= 3
-        assert metric(reg, "gpufrag_dcgm_last_success_unixtime", url) == 0
+        assert metric(reg, "gpufrag_dcgm_last_success_timestamp_seconds", url) == 0
         await exporter.start()
         try:
             await until(lambda: len(sink.envs) >= 2)
@@ -89,7 +89,7 @@ async def test_endpoint_down_at_start_then_comes_up() -> None:
         finally:
             await exporter.stop()
     assert metric(reg, "gpufrag_dcgm_reconnects_total", url) == 1
-    assert metric(reg, "gpufrag_dcgm_last_success_unixtime", url) == CLOCK.timestamp()
+    assert metric(reg, "gpufrag_dcgm_last_success_timestamp_seconds", url) == CLOCK.timestamp()
 
 
 async def test_endpoint_going_away_backs_off_then_resumes() -> None:
