@@ -55,13 +55,13 @@ class Migration:
 
 
 def default_sql_dir() -> Path:
-    """The repository's ``sql/migrations``, found relative to this package (the project is
-    installed in development mode, so the SQL files are not copied into site-packages)."""
+    """``sql/migrations`` beside this package's top: the checkout's in development mode, and the
+    copy a wheel installs into site-packages (pyproject ships sql/ as package data)."""
     path = Path(__file__).resolve().parents[2] / "sql" / "migrations"
     if not path.is_dir():
         raise StoreError(
-            f"the SQL migrations folder {path} is missing; run gpufrag from its source "
-            "checkout (pip install -e .)"
+            f"the SQL migrations folder {path} is missing: the installation lacks sql/ "
+            "(reinstall gpufrag, or run it from its source checkout)"
         )
     return path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -18,6 +19,23 @@ def gpufrag(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
         check=False,
+    )
+
+
+def main_then_print(argv: list[str], expression: str) -> subprocess.CompletedProcess[str]:
+    """``gpufrag ARGV`` in a fresh interpreter, then ``print(EXPRESSION)`` however it ended:
+    what a run left in the process (the modules it imported) seen from inside it."""
+    probe = (
+        "import sys\n"
+        f"sys.argv = ['gpufrag', *{argv!r}]\n"
+        "from streams.app.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    print({expression})\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
     )
 
 
@@ -215,19 +233,21 @@ def test_a_command_loads_only_its_own_libraries(tmp_path: Path) -> None:
     # other commands (they made its start-up twice as long)
     nodes = tmp_path / "nodes.csv"
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,64000,262144,1000000000,V100M16\n")
-    probe = (
-        "import sys\n"
-        f"sys.argv = ['gpufrag', 'experiment', '--policy', 'fgd', '--nodes', {str(nodes)!r}]\n"
-        "from streams.app.cli import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    heavy = ('aiokafka', 'chdb', 'clickhouse_connect', 'grpc', 'faust')\n"
-        "    print(sorted(m for m in heavy if m in sys.modules))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    done = main_then_print(
+        ["experiment", "--policy", "fgd", "--nodes", str(nodes)],
+        "sorted(m for m in ('aiokafka', 'chdb', 'clickhouse_connect', 'grpc', 'faust') "
+        "if m in sys.modules)",
     )
     assert done.returncode == 2, done.stderr
     assert "column 'gpu': 1000000000 outside 0..64" in done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_version_prints_the_installed_version_and_loads_no_command() -> None:
+    done = main_then_print(
+        ["--version"], "sorted(m for m in sys.modules if m.startswith('streams.app.commands.'))"
+    )
+    assert done.returncode == 0, done.stderr
+    version = importlib.metadata.version("gpufrag")
+    assert done.stdout.splitlines() == [f"gpufrag {version}", "[]"]
+    assert gpufrag("frag", "--version").returncode == 2  # a command has no --version of its own
