@@ -4,6 +4,7 @@ each, the same as an extension's."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,7 +24,7 @@ before Alertmanager resolves it on its own (Prometheus uses 4 the same way)."""
 
 
 @dataclass(slots=True)
-class HttpJsonSink:
+class HttpJsonSink(ABC):
     """What the HTTP sinks share: a connection pool, and each batch one POST of ``body`` to
     ``url`` through ``http_post.post_json`` (5xx, 408, 429 and no answer retriable, other 4xx
     refused; no error text quotes the URL). A subclass gives ``url`` and ``body``."""
@@ -33,11 +34,11 @@ class HttpJsonSink:
     )
 
     @property
-    def url(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def url(self) -> str: ...
 
-    def body(self, alerts: Sequence[Alert], *, now: datetime) -> bytes:
-        raise NotImplementedError
+    @abstractmethod
+    def body(self, alerts: Sequence[Alert], *, now: datetime) -> bytes: ...
 
     async def start(self) -> None:
         # no timeout of its own: the dispatcher bounds each send by the alert settings' one
