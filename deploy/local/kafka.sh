@@ -92,7 +92,7 @@ make_certs() {
 
 # The secure listeners' settings, and the file that tells clients how to reach them.
 secure_config() {
-  local sport=$1 tport=$2 user=$3 password=$4
+  local port=$1 sport=$2 tport=$3 user=$4 password=$5
   cat <<PROPS
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -105,6 +105,7 @@ ssl.truststore.location=$RUN/tls/ca.pem
 listener.name.ssl.ssl.client.auth=required
 PROPS
   cat > "$RUN/security.env" <<ENV
+PLAINTEXT=127.0.0.1:$port
 SASL_SSL=127.0.0.1:$sport
 SSL=127.0.0.1:$tport
 CA_FILE=$RUN/tls/ca.pem
@@ -149,7 +150,7 @@ log.retention.hours=24
 log.segment.bytes=16777216
 PROPS
   if [ -n "$sport" ]; then
-    secure_config "$sport" "$tport" "$user" "$password" >> "$RUN/server.properties"
+    secure_config "$port" "$sport" "$tport" "$user" "$password" >> "$RUN/server.properties"
   fi
   cat > "$RUN/log4j2.properties" <<LOG
 status = warn
