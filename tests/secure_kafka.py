@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,3 +68,20 @@ class SecureKafka:
     def env(self, **over: Any) -> dict[str, str]:
         """``GPUFRAG_KAFKA__*`` variables for the SASL_SSL listener (a command's environment)."""
         return {f"GPUFRAG_KAFKA__{k.upper()}": str(v) for k, v in self.sasl_options(**over).items()}
+
+
+def self_signed_ca(directory: Path) -> str:
+    """A CA certificate made by openssl in ``directory`` (its path): one that signed nothing
+    the broker holds, or just a real PEM certificate where a test needs one."""
+    key, cert = directory / "other-ca.key", directory / "other-ca.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"),
+            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2"),
+            *("-subj", "/CN=gpufrag untrusted test CA"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return str(cert)

@@ -5,35 +5,18 @@ saying so, within the 15 s bound, and the password is never printed."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.app.check_config_helpers import Ran, run_check_config
-from tests.secure_kafka import SecureKafka
+from tests.secure_kafka import SecureKafka, self_signed_ca
 
 pytestmark = pytest.mark.deploy
 
 BOUND_S = 15.0
 KAFKA_ONLY = ("--mode", "distributed", "--component", "worker")
 """A worker needs Kafka and the guardrails checked (nothing else to start here)."""
-
-
-def other_ca(tmp_path: Path) -> str:
-    """A CA that signed nothing the broker holds."""
-    key, cert = tmp_path / "other-ca.key", tmp_path / "other-ca.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"),
-            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2"),
-            *("-subj", "/CN=gpufrag untrusted CA"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return str(cert)
 
 
 def check(kafka: SecureKafka, **over: str) -> Ran:
@@ -76,7 +59,7 @@ def test_an_unknown_user_is_the_same_line(kafka_secure: SecureKafka) -> None:
 
 @pytest.mark.kafka
 def test_an_untrusted_ca_is_a_tls_handshake_line(kafka_secure: SecureKafka, tmp_path: Path) -> None:
-    line = kafka_line(check(kafka_secure, tls_ca_file=other_ca(tmp_path)))
+    line = kafka_line(check(kafka_secure, tls_ca_file=self_signed_ca(tmp_path)))
     assert line == (
         f"kafka: TLS handshake with {kafka_secure.sasl_ssl} failed: unable to get local issuer "
         "certificate; is GPUFRAG_KAFKA__TLS_CA_FILE the CA that signed the broker's certificate?"

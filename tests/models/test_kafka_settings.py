@@ -97,14 +97,18 @@ def test_a_bad_value_is_its_line(
     assert line in lines_for(monkeypatch, **env)
 
 
-def test_a_complete_sasl_ssl_configuration_is_accepted() -> None:
-    kafka = KafkaSettings(
+def sasl_ssl(mechanism: str, **over: str) -> KafkaSettings:
+    return KafkaSettings(
         security_protocol="SASL_SSL",
-        sasl_mechanism="SCRAM-SHA-512",
+        sasl_mechanism=mechanism,
         sasl_username="gpufrag",
         sasl_password=PASSWORD,
-        tls_ca_file="/etc/gpufrag/kafka/ca.crt",
+        **over,
     )
+
+
+def test_a_complete_sasl_ssl_configuration_is_accepted() -> None:
+    kafka = sasl_ssl("SCRAM-SHA-512", tls_ca_file="/etc/gpufrag/kafka/ca.crt")
     assert kafka.sasl_password is not None
     assert kafka.sasl_password.get_secret_value() == PASSWORD
     assert kafka.tls_check_hostname is True  # on unless turned off
@@ -113,12 +117,7 @@ def test_a_complete_sasl_ssl_configuration_is_accepted() -> None:
 
 
 def test_the_password_is_in_no_repr_str_json_or_error() -> None:
-    kafka = KafkaSettings(
-        security_protocol="SASL_SSL",
-        sasl_mechanism="PLAIN",
-        sasl_username="gpufrag",
-        sasl_password=PASSWORD,
-    )
+    kafka = sasl_ssl("PLAIN")
     settings = GpufragSettings(kafka=kafka)
     shown = [
         repr(kafka),

@@ -6,7 +6,6 @@ client builders, which a wrong password or a missing client certificate cannot d
 from __future__ import annotations
 
 import ssl
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -26,26 +25,9 @@ from connectors.kafka.security import (
 from models import GpufragSettings, KafkaSettings
 from streams.distributed.app import WorkerConfig, build_app
 from streams.pipeline import define_pipeline
-from tests.secure_kafka import SecureKafka
+from tests.secure_kafka import SecureKafka, self_signed_ca
 
 SASL = {"sasl_username": "gpufrag", "sasl_password": "s3cret-pw"}
-
-
-def _ca(tmp_path: Path) -> str:
-    """A real CA certificate (the system's bundle may be absent): Python's own test CA is
-    not shipped, so a self-signed one is made by openssl."""
-    key, cert = tmp_path / "ca.key", tmp_path / "ca.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"),
-            *("-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2"),
-            *("-subj", "/CN=gpufrag other CA"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    return str(cert)
 
 
 @pytest.mark.parametrize(
@@ -66,7 +48,7 @@ def test_faust_gets_what_aiokafka_gets(
         bootstrap="b:9093",
         security_protocol=protocol,
         sasl_mechanism=mechanism,
-        tls_ca_file=_ca(tmp_path) if tls else None,
+        tls_ca_file=self_signed_ca(tmp_path) if tls else None,
         **(SASL if mechanism else {}),
     )
     ours = client_kwargs(kafka)
@@ -116,7 +98,7 @@ def test_the_hostname_check_can_be_turned_off_the_certificate_check_cannot(
     tmp_path: Path,
 ) -> None:
     kafka = KafkaSettings(
-        security_protocol="SSL", tls_ca_file=_ca(tmp_path), tls_check_hostname=False
+        security_protocol="SSL", tls_ca_file=self_signed_ca(tmp_path), tls_check_hostname=False
     )
     context = client_kwargs(kafka)["ssl_context"]
     assert context.check_hostname is False
@@ -142,7 +124,7 @@ def test_an_unusable_tls_file_is_named_with_its_variable(
 ) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not a certificate\n")
-    ca = _ca(tmp_path)
+    ca = self_signed_ca(tmp_path)
     filled = {k: v.format(tmp=tmp_path, text=text, ca=ca) for k, v in files.items()}
     kafka = KafkaSettings(security_protocol="SSL", **filled)
     with pytest.raises(KafkaSecurityError) as raised:
