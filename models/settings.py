@@ -30,6 +30,7 @@ from models.action_settings import (
     PlannerSettings,
 )
 from models.bounds import TIME_MAX, TIME_MIN
+from models.kafka_settings import KafkaSettings, SaslMechanism, SecurityProtocol
 from models.settings_env import PREFIX, unknown_names
 from models.settings_group import Group as _Group
 from models.settings_group import PluginModule
@@ -53,6 +54,8 @@ __all__ = [
     "OomStormSettings",
     "PlannerSettings",
     "QuotaSettings",
+    "SaslMechanism",
+    "SecurityProtocol",
     "SqlSettings",
     "StoreSettings",
     "StrandedGpusSettings",
@@ -255,20 +258,6 @@ class StoreSettings(_Group):
                 f"({self.batch_rows}): a full batch must fit in the buffer; lower both together"
             )
         return self
-
-
-class KafkaSettings(_Group):
-    bootstrap: str = "127.0.0.1:9092"
-    """Kafka bootstrap servers, comma-separated host:port."""
-    topic_prefix: str = ""
-    """Prepended to every topic name (one cluster, several gpufrag installations or tests)."""
-    replication: Annotated[int, Field(ge=1, le=32767)] = 1
-    """Replication factor for topics gpufrag creates; 3 on a real cluster (Kafka's is 16-bit)."""
-    max_source_lag_s: Annotated[float, Field(gt=0)] = 600.0
-    """Event-time seconds a source may fall behind the most advanced one before the workers stop
-    waiting for its progress reports (a watcher stopped for good); its events that come after the
-    others' progress has passed them are dead-lettered as late, so keep this above any real
-    source's delay."""
 
 
 class KubeResource(StrEnum):

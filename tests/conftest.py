@@ -16,6 +16,7 @@ from connectors.kube import api_client_for
 from models import KubeSettings
 from tests.local_apiserver import ApiServer
 from tests.paths import PUBLISHED_DIR, REPO_ROOT, TRACE_DIR
+from tests.secure_kafka import SecureKafka
 
 
 @pytest.fixture(scope="session")
@@ -31,23 +32,47 @@ def published_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real broker per test session: the one .ci/run started (GPUFRAG_TEST_KAFKA), or a
-    broker started here through deploy/local/kafka.sh and stopped at the end."""
-    given = os.environ.get("GPUFRAG_TEST_KAFKA")
-    if given:
-        yield given
-        return
-    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(tmp_path_factory.mktemp("kafka"))}
+def local_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A broker started here through `deploy/local/kafka.sh start --secure` (its run directory,
+    holding ``bootstrap`` and ``security.env``), stopped at the end: for a session that was
+    given none."""
+    run_dir = tmp_path_factory.mktemp("kafka")
+    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(run_dir)}
     script = REPO_ROOT / "deploy" / "local" / "kafka.sh"
     out = subprocess.run(
-        ["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=600
+        ["bash", str(script), "start", "--secure"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, f"kafka.sh start failed:\n{out.stderr}"
     try:
-        yield out.stdout.strip().splitlines()[-1]
+        yield run_dir
     finally:
         subprocess.run(["bash", str(script), "stop"], env=env, timeout=120, check=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    """One real broker per test session: the one .ci/run started (GPUFRAG_TEST_KAFKA), or
+    ``local_kafka``."""
+    given = os.environ.get("GPUFRAG_TEST_KAFKA")
+    if given:
+        return given
+    run_dir: Path = request.getfixturevalue("local_kafka")
+    return (run_dir / "bootstrap").read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def kafka_secure(request: pytest.FixtureRequest) -> SecureKafka:
+    """The broker's SASL_SSL and mTLS listeners: those of the broker .ci/run started with
+    --secure (GPUFRAG_TEST_KAFKA_SECURITY names its security.env), or ``local_kafka``'s."""
+    given = os.environ.get("GPUFRAG_TEST_KAFKA_SECURITY")
+    if given:
+        return SecureKafka.read(Path(given))
+    run_dir: Path = request.getfixturevalue("local_kafka")
+    return SecureKafka.read(run_dir / "security.env")
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from connectors.kafka.security import client_kwargs
+from models.kafka_settings import KafkaSettings
+
 
 async def _partition_counts(
     admin: AIOKafkaAdminClient, names: list[str], created: list[str]
@@ -39,14 +42,12 @@ class TopicRequest:
     one partition's owner (Faust assigns topics of equal partition counts together)."""
 
 
-async def ensure_topics(
-    bootstrap: str, topics: Iterable[TopicRequest], *, replication: int = 1
-) -> list[str]:
-    """Create the missing topics; returns the names created now. Existing topics are checked,
-    not altered: a partition count below the declared one (or other than it, for an ``exact``
-    request) is an error, never silently used."""
+async def ensure_topics(kafka: KafkaSettings, topics: Iterable[TopicRequest]) -> list[str]:
+    """Create the missing topics (with ``kafka.replication``); returns the names created now.
+    Existing topics are checked, not altered: a partition count below the declared one (or
+    other than it, for an ``exact`` request) is an error, never silently used."""
     wanted = list(topics)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="gpufrag-admin")
+    admin = AIOKafkaAdminClient(**client_kwargs(kafka), client_id="gpufrag-admin")
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -54,7 +55,7 @@ async def ensure_topics(
             NewTopic(
                 name=t.name,
                 num_partitions=t.partitions,
-                replication_factor=replication,
+                replication_factor=kafka.replication,
                 topic_configs=dict(t.configs),
             )
             for t in wanted

@@ -10,16 +10,17 @@ from collections.abc import Sequence
 
 from connectors.kafka.producer import acked_producer
 from models import to_json
+from models.kafka_settings import KafkaSettings
 from models.refusal import Refusal
 
 __all__ = ["DeadLetterProducer"]
 
 
 class DeadLetterProducer:
-    def __init__(self, bootstrap: str, *, topic: str) -> None:
+    def __init__(self, kafka: KafkaSettings, *, topic: str) -> None:
         self.topic = topic
         self.sent = 0
-        self._producer = acked_producer(bootstrap, client_id="gpufrag-dead-letters")
+        self._producer = acked_producer(kafka, client_id="gpufrag-dead-letters")
 
     async def start(self) -> None:
         await self._producer.start()

@@ -18,9 +18,8 @@ class PublisherOutlet:
     ``EventPublisher``; late events through a producer of their own that reports no progress,
     since the publisher rightly refuses an event older than the last one it sent."""
 
-    def __init__(self, publisher: EventPublisher, *, bootstrap: str) -> None:
+    def __init__(self, publisher: EventPublisher) -> None:
         self.publisher = publisher
-        self.bootstrap = bootstrap
         self.late_sent = 0
         self._late: AIOKafkaProducer | None = None
 
@@ -32,7 +31,8 @@ class PublisherOutlet:
 
     async def send_late(self, env: Envelope) -> None:
         if self._late is None:  # rare: started on first use, not for every source
-            producer = acked_producer(self.bootstrap, client_id="gpufrag-publisher-late")
+            # the publisher's connection settings: same broker, same credentials
+            producer = acked_producer(self.publisher.kafka, client_id="gpufrag-publisher-late")
             await producer.start()
             self._late = producer
         topic = self.publisher.topic_of[env.kind.value]

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaProducer
 
+from connectors.kafka.security import client_kwargs
+from models.kafka_settings import KafkaSettings
+
 __all__ = ["acked_producer"]
 
 
-def acked_producer(bootstrap: str, *, client_id: str, linger_ms: int = 0) -> AIOKafkaProducer:
+def acked_producer(kafka: KafkaSettings, *, client_id: str, linger_ms: int = 0) -> AIOKafkaProducer:
     """acks=all with idempotence, so a retried send can neither duplicate nor reorder a
     partition; a broker restart or a short outage is waited out (120 s), not turned into lost
-    events."""
+    events. Connects as ``kafka`` says (bootstrap, TLS, SASL)."""
     return AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **client_kwargs(kafka),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,

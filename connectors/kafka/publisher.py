@@ -12,6 +12,7 @@ from datetime import datetime
 
 from connectors.kafka.producer import acked_producer
 from models import Envelope, EventKind, to_json
+from models.kafka_settings import KafkaSettings
 from models.progress import SourceProgress
 
 PROGRESS_EVERY = 500
@@ -21,7 +22,7 @@ PROGRESS_EVERY = 500
 class EventPublisher:
     def __init__(
         self,
-        bootstrap: str,
+        kafka: KafkaSettings,
         *,
         topic_of: dict[str, str],
         source: str = "publisher",
@@ -30,6 +31,7 @@ class EventPublisher:
         """``topic_of`` maps an event kind ("pod", "node", ...) to its full topic name;
         ``source`` names this publisher in its progress reports (one name per running
         publisher)."""
+        self.kafka = kafka
         self.topic_of = topic_of
         self.source = source
         self.progress_every = progress_every
@@ -38,7 +40,7 @@ class EventPublisher:
         self._last_time: datetime | None = None
         self._reported: datetime | None = None
         self._since_report = 0
-        self._producer = acked_producer(bootstrap, client_id="gpufrag-publisher", linger_ms=5)
+        self._producer = acked_producer(kafka, client_id="gpufrag-publisher", linger_ms=5)
 
     async def start(self) -> None:
         await self._producer.start()

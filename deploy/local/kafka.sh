@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # A single-node Apache Kafka broker (KRaft mode) on 127.0.0.1, from Maven Central's jars.
 #
-#   deploy/local/kafka.sh start              fetch (cached), format, start; prints the bootstrap
-#                                            address on its last line
+#   deploy/local/kafka.sh start [--secure]   fetch (cached), format, start; prints the bootstrap
+#                                            address (the plaintext listener) on its last line
 #   deploy/local/kafka.sh stop [--keep-data] stop the broker this script started; --keep-data
 #                                            keeps its ports and data so `start` resumes it
 #   deploy/local/kafka.sh status             prints the bootstrap address if it is running
+#
+# --secure adds two listeners beside the plaintext one, with a throwaway CA and a server
+# certificate for 127.0.0.1 and localhost made here by openssl: SASL_SSL (SCRAM-SHA-512,
+# SCRAM-SHA-256 and PLAIN, one user with a random password) and SSL requiring a client
+# certificate (mTLS). Their addresses, the CA, the client certificate and the user are written
+# to $GPUFRAG_KAFKA_DIR/security.env (KEY=value lines) and named on stderr. A resumed broker
+# (stop --keep-data, start) keeps the listeners it was formatted with.
 #
 # KAFKA_VERSION picks the release (default below); GPUFRAG_KAFKA_DIR the run directory (data,
 # logs, pid); GPUFRAG_CACHE_DIR where the jars are cached between runs.
@@ -48,17 +55,84 @@ s.close()
 PY
 }
 
+# One line on stderr naming the secure listeners, when the broker has them.
+secure_note() {
+  [ -f "$RUN/security.env" ] || return 0
+  local sasl ssl
+  sasl=$(sed -n 's/^SASL_SSL=//p' "$RUN/security.env")
+  ssl=$(sed -n 's/^SSL=//p' "$RUN/security.env")
+  echo "kafka.sh: SASL_SSL at $sasl, SSL (client certificate required) at $ssl, CA $RUN/tls/ca.pem; all in $RUN/security.env" >&2
+}
+
 running() { [ -f "$RUN/kafka.pid" ] && kill -0 "$(cat "$RUN/kafka.pid")" 2>/dev/null; }
 
+# A throwaway CA, the broker's certificate (127.0.0.1, localhost) and a client certificate for
+# the SSL listener, all in $RUN/tls; keys are unencrypted PKCS#8, which Kafka's PEM stores take.
+make_certs() {
+  local tls="$RUN/tls" days=30
+  mkdir -p "$tls" && chmod 700 "$tls"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -keyout "$tls/ca.key" -out "$tls/ca.pem" -days "$days" \
+    -subj "/CN=gpufrag test CA" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  local name
+  for name in server client; do
+    openssl req "${ec[@]}" -keyout "$tls/$name.key" -out "$tls/$name.csr" \
+      -subj "/CN=gpufrag test $name" 2>/dev/null
+  done
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$tls/server.ext"
+  printf 'extendedKeyUsage=clientAuth\n' > "$tls/client.ext"
+  for name in server client; do
+    openssl x509 -req -in "$tls/$name.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+      -CAcreateserial -days "$days" -extfile "$tls/$name.ext" -out "$tls/$name.pem" 2>/dev/null
+  done
+  cat "$tls/server.key" "$tls/server.pem" > "$tls/server-keystore.pem"
+  rm -f "$tls"/*.csr "$tls"/*.ext "$tls/ca.key"
+}
+
+# The secure listeners' settings, and the file that tells clients how to reach them.
+secure_config() {
+  local port=$1 sport=$2 tport=$3 user=$4 password=$5
+  cat <<PROPS
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user="$password";
+ssl.keystore.type=PEM
+ssl.keystore.location=$RUN/tls/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$RUN/tls/ca.pem
+listener.name.ssl.ssl.client.auth=required
+PROPS
+  cat > "$RUN/security.env" <<ENV
+PLAINTEXT=127.0.0.1:$port
+SASL_SSL=127.0.0.1:$sport
+SSL=127.0.0.1:$tport
+CA_FILE=$RUN/tls/ca.pem
+CLIENT_CERT_FILE=$RUN/tls/client.pem
+CLIENT_KEY_FILE=$RUN/tls/client.key
+USERNAME=$user
+PASSWORD=$password
+MECHANISMS=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+ENV
+  chmod 600 "$RUN/security.env"
+}
+
 write_config() {
-  local port=$1 cport=$2
+  local port=$1 cport=$2 sport=${3:-} tport=${4:-} user=${5:-} password=${6:-}
+  local listeners="PLAINTEXT://127.0.0.1:$port"
+  local map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [ -n "$sport" ]; then
+    listeners="$listeners,SASL_SSL://127.0.0.1:$sport,SSL://127.0.0.1:$tport"
+    map="$map,SASL_SSL:SASL_SSL,SSL:SSL"
+  fi
   cat > "$RUN/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=$listeners,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$listeners
+listener.security.protocol.map=$map
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$RUN/data
@@ -75,6 +149,9 @@ auto.create.topics.enable=false
 log.retention.hours=24
 log.segment.bytes=16777216
 PROPS
+  if [ -n "$sport" ]; then
+    secure_config "$port" "$sport" "$tport" "$user" "$password" >> "$RUN/server.properties"
+  fi
   cat > "$RUN/log4j2.properties" <<LOG
 status = warn
 appender.file.type = File
@@ -92,21 +169,32 @@ LOG
 }
 
 start() {
-  if running; then cat "$RUN/bootstrap"; return 0; fi
+  local secure=${1:-}
+  case "$secure" in ""|--secure) ;; *) die "unknown option $secure (start takes --secure)" ;; esac
+  if running; then secure_note; cat "$RUN/bootstrap"; return 0; fi
   fetch
   mkdir -p "$RUN/logs"
-  local port cport
+  local port cport sport="" tport=""
   if [ -f "$RUN/ports" ] && [ -d "$RUN/data" ]; then
-    read -r port cport < "$RUN/ports"            # resume: same address, same data
+    read -r port cport sport tport < "$RUN/ports"  # resume: same address, same data
   else
-    rm -rf "$RUN/data"
+    rm -rf "$RUN/data" "$RUN/tls" "$RUN/security.env"
     port=$(free_port); cport=$(free_port)
-    echo "$port $cport" > "$RUN/ports"
-    write_config "$port" "$cport"
+    local user="" password="" scram=()
+    if [ -n "$secure" ]; then
+      command -v openssl >/dev/null || die "openssl is needed for --secure"
+      sport=$(free_port); tport=$(free_port)
+      user=gpufrag; password=$(openssl rand -hex 16)
+      make_certs
+      scram=(--add-scram "SCRAM-SHA-512=[name=$user,password=$password]"
+             --add-scram "SCRAM-SHA-256=[name=$user,password=$password]")
+    fi
+    echo "$port $cport $sport $tport" > "$RUN/ports"
+    write_config "$port" "$cport" "$sport" "$tport" "$user" "$password"
     local cluster_id
     cluster_id=$(java -cp "$LIBS/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
     java -cp "$LIBS/*" -Dlog4j2.configurationFile="$RUN/log4j2.properties" \
-      kafka.tools.StorageTool format -t "$cluster_id" -c "$RUN/server.properties" \
+      kafka.tools.StorageTool format -t "$cluster_id" -c "$RUN/server.properties" "${scram[@]}" \
       >"$RUN/logs/format.log" 2>&1 || { cat "$RUN/logs/format.log" >&2; die "formatting storage failed"; }
   fi
   setsid nohup java -Xms256m -Xmx768m -XX:+UseG1GC \
@@ -118,8 +206,9 @@ start() {
       tail -n 40 "$RUN/logs/stdout.log" "$RUN/logs/server.log" >&2 2>/dev/null || true
       die "the broker exited during start (logs in $RUN/logs)"
     fi
-    if port_open "$port"; then
+    if port_open "$port" && { [ -z "$sport" ] || { port_open "$sport" && port_open "$tport"; }; }; then
       echo "127.0.0.1:$port" > "$RUN/bootstrap"
+      secure_note
       echo "127.0.0.1:$port"
       return 0
     fi
@@ -145,8 +234,8 @@ stop() {
 }
 
 case "${1:-}" in
-  start) start ;;
+  start) start "${2:-}" ;;
   stop) stop "${2:-}" ;;
   status) if running; then cat "$RUN/bootstrap"; else echo "not running" >&2; exit 1; fi ;;
-  *) echo "usage: $0 start | stop [--keep-data] | status" >&2; exit 2 ;;
+  *) echo "usage: $0 start [--secure] | stop [--keep-data] | status" >&2; exit 2 ;;
 esac

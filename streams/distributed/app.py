@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from faust.types.auth import CredentialsT
 
 from models import EventKind
 from streams.distributed import topics
@@ -39,6 +40,11 @@ RAW: dict[str, Any] = {
 class WorkerConfig:
     app_id: str
     bootstrap: str
+    credentials: CredentialsT | None
+    """Faust's broker credentials (TLS, SASL; None: plaintext), made from the Kafka settings by
+    ``connectors.kafka.security.faust_credentials``; Faust gives them to the worker's consumer
+    and to its producer, which creates the topics too. Required, so no worker is built without
+    deciding how it connects."""
     prefix: str
     replication: int
     datadir: str
@@ -60,6 +66,7 @@ def _faust_app(cfg: WorkerConfig) -> faust.App:
     return faust.App(
         cfg.app_id,
         broker=";".join(f"gpufrag://{b}" for b in cfg.bootstrap.split(",")),
+        broker_credentials=cfg.credentials,
         store="memory://",
         datadir=cfg.datadir,
         topic_partitions=topics.PODS.partitions,

@@ -1,5 +1,5 @@
 """The Helm chart as the tests use it: the real helm binary (built by deploy/local/helm.sh), the
-four value sets, and what `helm template` renders from each."""
+five value sets, and what `helm template` renders from each."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "deploy" / "helm" / "gpufrag"
 VALUES_DIR = Path(__file__).resolve().parent / "values"
-VALUE_SETS = ("embedded", "distributed", "actuator-enforce", "watch-only")
+VALUE_SETS = ("embedded", "distributed", "actuator-enforce", "watch-only", "kafka-secure")
 CRDS_DIR = REPO_ROOT / "deploy" / "helm" / "crds-for-tests"
 WORKLOAD_KINDS = ("Deployment", "DaemonSet")
 HELM_TIMEOUT_S = 120.0

@@ -151,6 +151,58 @@ def test_distributed_workers_share_one_group_and_secrets_come_from_secrets(helm:
     assert "--nvml" in pod["containers"][0]["args"]
 
 
+KAFKA_COMPONENTS = ("watch", "worker", "sink", "alert", "actuate", "nvml")
+
+
+def test_kafka_tls_and_sasl_reach_every_kafka_component_from_secrets(helm: Helm) -> None:
+    out = helm.template("kafka-secure", release="rel", namespace=NS)
+    assert out.returncode == 0, out.stderr
+    objects = [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    assert not of_kind(objects, "Secret")  # the chart makes no Secret: it reads existing ones
+    seen = []
+    for where, pod in pod_specs(objects):
+        (c,) = pod["containers"]
+        seen.append(where.rsplit("-", 1)[1])
+        env = {e["name"]: e for e in c["env"]}
+        assert env["GPUFRAG_KAFKA__SECURITY_PROTOCOL"]["value"] == "SASL_SSL", where
+        assert env["GPUFRAG_KAFKA__SASL_MECHANISM"]["value"] == "SCRAM-SHA-512", where
+        for name, key in (("USERNAME", "user"), ("PASSWORD", "password")):
+            var = env[f"GPUFRAG_KAFKA__SASL_{name}"]
+            assert var == {
+                "name": f"GPUFRAG_KAFKA__SASL_{name}",
+                "valueFrom": {"secretKeyRef": {"name": "gpufrag-kafka-user", "key": key}},
+            }, where
+        # each TLS file is a file of a read-only mount of its Secret's volume
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+        files = {
+            "TLS_CA_FILE": ("kafka-cluster-ca", "ca.crt"),
+            "TLS_CERT_FILE": ("gpufrag-kafka-user", "user.crt"),
+            "TLS_KEY_FILE": ("gpufrag-kafka-user", "user.key"),
+        }
+        for setting, (secret, key) in files.items():
+            path = env[f"GPUFRAG_KAFKA__{setting}"]["value"]
+            directory, file = path.rsplit("/", 1)
+            mount = mounts[directory]
+            assert mount["readOnly"] is True, (where, mount)
+            source = volumes[mount["name"]]["secret"]
+            assert source["secretName"] == secret, (where, source)
+            assert {"key": key, "path": file} in source["items"], (where, source)
+            assert source["defaultMode"] == 0o440, (where, source)
+    assert sorted(seen) == sorted(KAFKA_COMPONENTS)
+    # the rendered text names the Secrets, never a value read from them
+    secret_vars = [e for _, c in containers(objects) for e in c["env"] if "PASSWORD" in e["name"]]
+    assert secret_vars and all("value" not in e for e in secret_vars)
+
+
+def test_without_tls_or_sasl_the_kafka_components_speak_plaintext(helm: Helm) -> None:
+    for where, c in containers(render(helm, "distributed")):
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        assert env["GPUFRAG_KAFKA__SECURITY_PROTOCOL"] == "PLAINTEXT", where
+        assert not [n for n in env if n.startswith(("GPUFRAG_KAFKA__SASL", "GPUFRAG_KAFKA__TLS"))]
+        assert not [m for m in c["volumeMounts"] if m["name"].startswith("kafka-")], where
+
+
 def test_monitoring_objects_embed_the_rule_file_and_dashboards(helm: Helm) -> None:
     objects = render(helm, "distributed")
     (rule,) = of_kind(objects, "PrometheusRule")
@@ -179,6 +231,15 @@ def test_monitoring_objects_embed_the_rule_file_and_dashboards(helm: Helm) -> No
         (("nvml.enabled=true",), "nvml.enabled"),
         (("guardrails.maxEvictionsNode=-1",), "guardrails.maxEvictionsNode"),
         (("sink.replicas=2",), "sink.replicas"),
+        (("kafka.sasl.mechanism=GSSAPI",), "kafka.sasl.mechanism"),
+        (
+            ("mode=distributed", "kafka.bootstrap=k:9093", "kafka.sasl.enabled=true"),
+            "kafka.sasl.existingSecret",
+        ),
+        (("kafka.tls.caSecret.name=kafka-ca",), "kafka.tls.caSecret.name"),  # TLS is off
+        (("kafka.tls.clientSecret.name=user",), "kafka.tls.clientSecret.name"),
+        # no value takes a password: it can only come from the Secret
+        (("kafka.sasl.password=hunter2",), "kafka.sasl"),
     ],
 )
 def test_a_bad_value_fails_naming_it(helm: Helm, sets: tuple[str, ...], named: str) -> None:

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from kubernetes_asyncio.client import ApiClient
 
 from connectors.kafka.producer import acked_producer
-from models import EvictPod, to_json
+from models import EvictPod, KafkaSettings, to_json
 from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from tests.app.metrics_scrape import Scrape, parse, summed
@@ -37,8 +37,9 @@ BAD = b'{"op": "evict", "id": "bad-1", "kind": "reclaim"}'
 
 
 async def _publish(bootstrap: str, prefix: str, values: list[tuple[str, bytes]]) -> None:
-    await Bus(bootstrap, prefix, 1).ensure_topics()
-    producer = acked_producer(bootstrap, client_id="test-actuate")
+    kafka = KafkaSettings(bootstrap=bootstrap)
+    await Bus(kafka, prefix).ensure_topics()
+    producer = acked_producer(kafka, client_id="test-actuate")
     await producer.start()
     try:
         for key, value in values:

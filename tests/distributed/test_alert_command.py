@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from connectors.kafka.producer import acked_producer
-from models import to_json
+from models import KafkaSettings, to_json
 from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
 from tests.connectors.alerts.alerting import storm, until
@@ -52,8 +52,9 @@ async def test_signals_on_the_topic_become_alerts_and_bad_records_dead_letters(
     await am.start()
     hook = Receiver()
     await hook.start()
-    await Bus(kafka_bootstrap, topic_prefix, 1).ensure_topics()
-    producer = acked_producer(kafka_bootstrap, client_id="test-alert")
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap)
+    await Bus(kafka, topic_prefix).ensure_topics()
+    producer = acked_producer(kafka, client_id="test-alert")
     await producer.start()
     signals_topic = topics.SIGNALS.full_name(topic_prefix)
     try:

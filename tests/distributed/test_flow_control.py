@@ -41,6 +41,7 @@ def test_the_worker_app_uses_it(tmp_path: object) -> None:
     cfg = WorkerConfig(
         app_id="flow-test",
         bootstrap="127.0.0.1:1",
+        credentials=None,
         prefix="flow-test.",
         replication=1,
         datadir=str(tmp_path),

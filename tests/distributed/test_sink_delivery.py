@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import Store, open_store
-from models import StoreSettings, to_json
+from models import KafkaSettings, StoreSettings, to_json
 from streams.app.lifecycle.bus import Bus
 from streams.app.lifecycle.history import open_history
 from streams.app.sinks.topic_sink import TopicSink, sink_topics, topic_sink
@@ -154,7 +154,7 @@ async def test_a_sink_killed_between_storing_and_committing_loses_and_doubles_no
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     settings = StoreSettings(dsn=f"chdb://{tmp_path / 'store'}", flush_interval_s=0.05)
-    await Bus(kafka_bootstrap, topic_prefix, 1).ensure_topics()
+    await Bus(KafkaSettings(bootstrap=kafka_bootstrap), topic_prefix).ensure_topics()
     await produce(kafka_bootstrap, topic_prefix, 0, SAMPLES)
     # the measure of "caught up" sees every record before any sink ran
     lag, _ = await group_lag(kafka_bootstrap, f"{topic_prefix}{GROUP}", sink_topics(topic_prefix))
@@ -184,7 +184,7 @@ async def test_two_sinks_in_one_group_split_the_records_and_store_each_once(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     settings = StoreSettings(dsn=f"chdb://{tmp_path / 'store'}", flush_interval_s=0.05)
-    await Bus(kafka_bootstrap, topic_prefix, 1).ensure_topics()
+    await Bus(KafkaSettings(bootstrap=kafka_bootstrap), topic_prefix).ensure_topics()
     await produce(kafka_bootstrap, topic_prefix, 0, SAMPLES // 2)
     store = await asyncio.to_thread(open_history, settings)
     stop = asyncio.Event()

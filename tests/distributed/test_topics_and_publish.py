@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from connectors.kafka.admin import TopicMismatch, TopicRequest, ensure_topics
-from models import Envelope, from_json
+from models import Envelope, KafkaSettings, from_json
 from models.progress import SourceProgress
 from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
@@ -25,10 +25,11 @@ pytestmark = pytest.mark.kafka
 async def test_topics_are_created_once_with_their_settings(
     kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    wanted = Bus(kafka_bootstrap, topic_prefix, 1).topic_requests()
-    created = await ensure_topics(kafka_bootstrap, wanted)
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap)
+    wanted = Bus(kafka, topic_prefix).topic_requests()
+    created = await ensure_topics(kafka, wanted)
     assert sorted(created) == sorted(t.name for t in wanted)
-    assert await ensure_topics(kafka_bootstrap, wanted) == []
+    assert await ensure_topics(kafka, wanted) == []
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()
     try:
@@ -44,7 +45,7 @@ async def test_topics_are_created_once_with_their_settings(
         await admin.close()
     bigger = [TopicRequest(wanted[0].name, wanted[0].partitions + 4, {})]
     with pytest.raises(TopicMismatch, match="partitions"):
-        await ensure_topics(kafka_bootstrap, bigger)
+        await ensure_topics(kafka, bigger)
     # the cluster view's topics are read together by one worker: more partitions is wrong too
     # (its reports, written in instant order, are kept on one partition as well)
     assert {t.name for t in wanted if t.exact} == {
@@ -54,7 +55,7 @@ async def test_topics_are_created_once_with_their_settings(
     }
     wider = [TopicRequest(wanted[0].name, 1, {}, exact=True)]
     with pytest.raises(TopicMismatch, match="12 partitions, 1 declared"):
-        await ensure_topics(kafka_bootstrap, wider)
+        await ensure_topics(kafka, wider)
 
 
 async def _consume_all(

@@ -20,13 +20,20 @@ from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
 
 
-def kafka_env(bootstrap: str) -> dict[str, str]:
-    """The environment of a `gpufrag` command that talks to the broker at ``bootstrap``."""
-    return {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+def kafka_env(bootstrap: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `gpufrag` command that talks to the broker at ``bootstrap``, with
+    ``extra`` variables (the Kafka security settings)."""
+    env = {**os.environ, "GPUFRAG_KAFKA__BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+    return {**env, **(extra or {})}
 
 
 def start_worker(
-    bootstrap: str, prefix: str, log: Path, *, metrics_port: int | None = None
+    bootstrap: str,
+    prefix: str,
+    log: Path,
+    *,
+    metrics_port: int | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     fh = log.open("wb")
     extra = [] if metrics_port is None else ["--metrics-port", str(metrics_port)]
@@ -48,7 +55,7 @@ def start_worker(
         ],
         stdout=fh,
         stderr=subprocess.STDOUT,
-        env=kafka_env(bootstrap),
+        env=kafka_env(bootstrap, extra_env),
     )
     deadline = time.monotonic() + 120
     while b"Worker ready" not in log.read_bytes():
@@ -59,7 +66,13 @@ def start_worker(
 
 
 def start_sink(
-    bootstrap: str, prefix: str, dsn: str, log: Path, *, group: str = "gpufrag-sink"
+    bootstrap: str,
+    prefix: str,
+    dsn: str,
+    log: Path,
+    *,
+    group: str = "gpufrag-sink",
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -68,7 +81,7 @@ def start_sink(
         ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
-        env=kafka_env(bootstrap),
+        env=kafka_env(bootstrap, extra_env),
     )
 
 

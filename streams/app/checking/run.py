@@ -10,7 +10,8 @@ from pathlib import Path
 
 from connectors.alerts.redact import redacted_url
 from connectors.clickhouse.dsn import StoreError, default_store_dsn
-from models import GpufragSettings, StoreSettings
+from connectors.kafka.security import describe
+from models import GpufragSettings, KafkaSettings, StoreSettings
 from streams.app.checking.check_plan import CheckPlan, Target
 from streams.app.checking.targets import (
     check_alertmanager,
@@ -92,14 +93,15 @@ def checks_for(
     plan: CheckPlan,
     *,
     store: StoreSettings,
-    bootstrap: str,
+    kafka: KafkaSettings,
     timeout_s: float,
 ) -> list[Check]:
     """The checks of ``plan``, their clients' timeouts CLIENT_MARGIN_S under ``timeout_s``."""
     t = max(timeout_s - CLIENT_MARGIN_S, timeout_s / 2)
     checks = []
     if Target.KAFKA in plan.targets:
-        checks.append(Check("kafka", bootstrap, lambda: check_kafka(bootstrap, timeout_s=t)))
+        where = f"{kafka.bootstrap} ({describe(kafka)})"
+        checks.append(Check("kafka", where, lambda: check_kafka(kafka, timeout_s=t)))
     if Target.STORE in plan.targets:
         shown = _store_shown(store)
         checks.append(Check("store", shown, lambda: check_store(store, timeout_s=t)))

@@ -7,17 +7,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.conn import collect_hosts, create_conn
+from aiokafka.errors import (
+    IllegalSaslStateError,
+    KafkaConnectionError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    UnsupportedSaslMechanismError,
+)
 
 from connectors.alerts.redact import redact, redacted_url
 from connectors.clickhouse.dsn import check_store_dir, default_store_dsn, parse_dsn
 from connectors.clickhouse.store import ping_server
+from connectors.kafka.security import KafkaSecurityError, client_kwargs
 from connectors.kube.access import (
     Permission,
     actuator_permissions,
@@ -25,7 +34,7 @@ from connectors.kube.access import (
     lacking,
     watcher_permissions,
 )
-from models import GpufragSettings, StoreSettings
+from models import GpufragSettings, KafkaSettings, StoreSettings
 from streams.app.checking.check_plan import CheckPlan, Component, Target
 
 __all__ = [
@@ -67,16 +76,23 @@ async def in_daemon_thread(call: Callable[[], T]) -> T:
     return await future
 
 
-async def check_kafka(bootstrap: str, *, timeout_s: float) -> list[str]:
-    """A broker answers at the bootstrap address, and one answers at the address the cluster
-    advertises (list_topics asks a broker from the metadata): a broker reachable only by its
-    bootstrap name is the usual misconfiguration of a broker in a cluster."""
+async def check_kafka(kafka: KafkaSettings, *, timeout_s: float) -> list[str]:
+    """A broker answers at the bootstrap address with the configured security (the TLS files
+    usable, the handshake and the SASL login passing), and one answers at the address the
+    cluster advertises (list_topics asks a broker from the metadata): a broker reachable only
+    by its bootstrap name is the usual misconfiguration of a broker in a cluster."""
     # aiokafka logs each refused connection at ERROR; the check reports it once, itself
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    bootstrap = kafka.bootstrap
+    try:
+        options = client_kwargs(kafka)
+    except KafkaSecurityError as exc:  # a CA file missing, a key that is not PEM
+        return [f"kafka: {exc}"]
+    refused = await _first_broker(kafka, options, timeout_s=timeout_s)
+    if refused is not None:
+        return [refused]
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        client_id="gpufrag-check-config",
-        request_timeout_ms=int(timeout_s * 1000),
+        **options, client_id="gpufrag-check-config", request_timeout_ms=int(timeout_s * 1000)
     )
     try:
         await admin.start()
@@ -88,6 +104,76 @@ async def check_kafka(bootstrap: str, *, timeout_s: float) -> list[str]:
     finally:
         await admin.close()
     return []
+
+
+async def _first_broker(
+    kafka: KafkaSettings, options: dict[str, Any], *, timeout_s: float
+) -> str | None:
+    """Connect to the bootstrap brokers in turn, as a client would, until one takes the TLS
+    handshake and the SASL login; None then, or when none answers at all (the admin's check
+    says so). A TLS or SASL refusal is the line to print at once (the next broker would say
+    the same): aiokafka's own clients only log it and report "Unable to bootstrap"."""
+    security = {k: v for k, v in options.items() if k != "bootstrap_servers"}
+    closed: str | None = None
+    for host, port, _ in collect_hosts(kafka.bootstrap, randomize=False):
+        try:
+            conn = await create_conn(
+                host,
+                port,
+                client_id="gpufrag-check-config",
+                request_timeout_ms=int(timeout_s * 1000),
+                **security,
+            )
+        except (ConnectionResetError, KafkaConnectionError) as exc:
+            # taken, then closed: a listener speaking another protocol does that
+            closed = closed or _closed_line(kafka, f"{host}:{port}", exc)
+            continue
+        except (OSError, KafkaError, TimeoutError) as exc:
+            refused = _refusal_line(kafka, f"{host}:{port}", exc)
+            if refused is not None:
+                return refused
+            continue  # not answering: the next one may
+        conn.close()
+        return None
+    return closed
+
+
+def _refusal_line(kafka: KafkaSettings, at: str, exc: BaseException) -> str | None:
+    """The line for a broker that answered and refused the TLS handshake or the SASL login;
+    None for one that did not answer."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"kafka: TLS handshake with {at} failed: {exc.verify_message}; is "
+            "GPUFRAG_KAFKA__TLS_CA_FILE the CA that signed the broker's certificate?"
+        )
+    if isinstance(exc, ssl.SSLError):
+        return f"kafka: TLS handshake with {at} failed: {exc.reason or _text(exc)}"
+    mechanism = kafka.sasl_mechanism.value if kafka.sasl_mechanism else None
+    if isinstance(exc, SaslAuthenticationFailed):
+        return (
+            f"kafka: SASL authentication failed for user {kafka.sasl_username!r} "
+            f"(mechanism {mechanism}) at {at}: {_text(exc)}"
+        )
+    if isinstance(exc, UnsupportedSaslMechanismError):
+        return f"kafka: {at} does not take SASL mechanism {mechanism}: {_text(exc)}"
+    if isinstance(exc, IllegalSaslStateError):
+        return (
+            f"kafka: {at} refused the SASL handshake (a listener without SASL?): check "
+            "GPUFRAG_KAFKA__SECURITY_PROTOCOL and the port"
+        )
+    return None
+
+
+def _closed_line(kafka: KafkaSettings, at: str, exc: BaseException) -> str:
+    protocol = kafka.security_protocol
+    cert = ""
+    if protocol.tls and not kafka.tls_cert_file:
+        cert = ", or requires a client certificate (GPUFRAG_KAFKA__TLS_CERT_FILE)"
+    return (
+        f"kafka: {at} closed the connection ({_text(exc)}): the listener speaks another "
+        f"security protocol than {protocol}{cert}; check GPUFRAG_KAFKA__SECURITY_PROTOCOL and "
+        "the port"
+    )
 
 
 async def check_store(settings: StoreSettings, *, timeout_s: float) -> list[str]:

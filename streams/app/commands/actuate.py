@@ -13,6 +13,7 @@ from aiokafka.errors import KafkaError
 
 from connectors.kafka.dead_letters import DeadLetterProducer
 from connectors.kafka.producer import acked_producer
+from connectors.kafka.security import client_kwargs
 from connectors.kube import LeaseElector
 from models import GpufragSettings
 from models.refusal import Refusal
@@ -73,8 +74,8 @@ async def _run(
     tally: ActionTally,
 ) -> ActuateFeed:
     await bus.ensure_topics()
-    dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
-    outcomes = acked_producer(bus.bootstrap, client_id="gpufrag-actuator")
+    dead = DeadLetterProducer(bus.kafka, topic=topics.DEAD_LETTER.full_name(bus.prefix))
+    outcomes = acked_producer(bus.kafka, client_id="gpufrag-actuator")
     await dead.start()
     await outcomes.start()
     # ready once it can publish outcomes; a standby without the Lease is ready too: it is the
@@ -114,7 +115,7 @@ async def _consume(
             return
         consumer = AIOKafkaConsumer(
             topics.ACTIONS.full_name(bus.prefix),
-            bootstrap_servers=bus.bootstrap,
+            **client_kwargs(bus.kafka),
             group_id=f"{bus.prefix}{group}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",

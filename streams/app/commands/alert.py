@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from connectors.alerts import AlertDispatcher, AlertSink
 from connectors.kafka.dead_letters import DeadLetterProducer
+from connectors.kafka.security import client_kwargs
 from models.refusal import Refusal
 from models.settings import AlertSettings
 from streams.app.console.errors import user_errors
@@ -76,7 +77,7 @@ async def _run(
     duration_s: float | None,
 ) -> AlertFeed:
     await bus.ensure_topics()
-    dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
+    dead = DeadLetterProducer(bus.kafka, topic=topics.DEAD_LETTER.full_name(bus.prefix))
     await dead.start()
 
     async def keep(refusal: Refusal) -> None:
@@ -85,7 +86,7 @@ async def _run(
     dispatcher = AlertDispatcher(sinks, settings=settings, dead_letter=keep, registry=registry)
     consumer = AIOKafkaConsumer(
         topics.SIGNALS.full_name(bus.prefix),
-        bootstrap_servers=bus.bootstrap,
+        **client_kwargs(bus.kafka),
         group_id=f"{bus.prefix}{group}",
         enable_auto_commit=False,
         auto_offset_reset="earliest",

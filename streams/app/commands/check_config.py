@@ -64,7 +64,7 @@ def check_config(
         settings,
         plan,
         store=store_settings(store, loaded=settings),
-        bootstrap=bootstrap or settings.kafka.bootstrap,
+        kafka=settings.kafka.at(bootstrap),
         timeout_s=timeout_s,
     )
     problems = asyncio.run(run_checks(checks, timeout_s=timeout_s))

@@ -112,7 +112,7 @@ def publish(
 async def _publish(bus: Bus, source: Iterator[Envelope], *, rate: float | None) -> tuple[int, int]:
     await bus.ensure_topics()
     pub = EventPublisher(
-        bus.bootstrap,
+        bus.kafka,
         topic_of={k.value: t.full_name(bus.prefix) for k, t in topics.INPUT_BY_KIND.items()},
     )
     await pub.start()

@@ -11,6 +11,7 @@ import typer
 from aiokafka import AIOKafkaConsumer
 
 from connectors.clickhouse.dsn import StoreError
+from connectors.kafka.security import client_kwargs
 from streams.app.console.errors import user_errors
 from streams.app.console.options import (
     BootstrapOption,
@@ -73,7 +74,7 @@ async def _run(
     async with session.recorded(info) as (record, rows):
         consumer = AIOKafkaConsumer(
             *sink_topics(bus.prefix),
-            bootstrap_servers=bus.bootstrap,
+            **client_kwargs(bus.kafka),
             group_id=f"{bus.prefix}{group}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",

@@ -10,6 +10,7 @@ from typing import Annotated
 import faust
 import typer
 
+from connectors.kafka.security import faust_credentials
 from connectors.trace.alibaba_csv import read_pods
 from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
@@ -52,11 +53,13 @@ def worker(
                 coverage=settings.analysis.coverage,
             )
         asyncio.run(bus.ensure_topics(app_id=app_id))
+        credentials = faust_credentials(bus.kafka)
     cfg = WorkerConfig(
         app_id=app_id,
         bootstrap=bus.bootstrap,
+        credentials=credentials,
         prefix=bus.prefix,
-        replication=bus.replication,
+        replication=bus.kafka.replication,
         datadir=str(datadir or Path(tempfile.mkdtemp(prefix="gpufrag-worker-"))),
         pipeline=session.pipeline(typical=typical),
         max_source_lag_s=settings.kafka.max_source_lag_s,

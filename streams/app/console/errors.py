@@ -17,6 +17,7 @@ _USER_ERRORS = (
     ("streams.placement.experiment", "ProtocolError"),
     ("streams.simulation.cluster", "TraceReplayError"),
     ("connectors.clickhouse.dsn", "StoreError"),
+    ("connectors.kafka.security", "KafkaSecurityError"),
     ("streams.app.queries.named_queries", "QueryError"),
     ("streams.app.lifecycle.plugins", "PluginError"),
     ("models.component_registry", "UnknownComponent"),

@@ -1,29 +1,31 @@
-"""Where the Kafka bus is and the topics on it, resolved the same way by every command."""
+"""Where the Kafka bus is, how to connect to it, and the topics on it, resolved the same way by
+every command."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from connectors.kafka.admin import TopicRequest, ensure_topics
+from models.kafka_settings import KafkaSettings
 from streams.app.lifecycle.settings_load import load_settings
 from streams.distributed import topics
 
 
 @dataclass(frozen=True, slots=True)
 class Bus:
-    bootstrap: str
+    kafka: KafkaSettings
+    """The connection (bootstrap, TLS, SASL) every client of the command is built from."""
     prefix: str
-    replication: int
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
 
     @classmethod
     def resolve(cls, bootstrap: str | None, prefix: str | None) -> Bus:
         """Command-line options win over GPUFRAG_KAFKA__* settings."""
         k = load_settings().kafka
-        return cls(
-            bootstrap=bootstrap or k.bootstrap,
-            prefix=k.topic_prefix if prefix is None else prefix,
-            replication=k.replication,
-        )
+        return cls(kafka=k.at(bootstrap), prefix=k.topic_prefix if prefix is None else prefix)
 
     def topic_requests(self, *, app_id: str | None = None) -> list[TopicRequest]:
         """The bus's topics, and with ``app_id`` the changelogs of that worker group's tables."""
@@ -39,6 +41,4 @@ class Bus:
         return out
 
     async def ensure_topics(self, *, app_id: str | None = None) -> list[str]:
-        return await ensure_topics(
-            self.bootstrap, self.topic_requests(app_id=app_id), replication=self.replication
-        )
+        return await ensure_topics(self.kafka, self.topic_requests(app_id=app_id))

@@ -40,10 +40,7 @@ async def watch_to_kafka(
     runs: list[tuple[str, Runnable]] = []
     for src in sources:
         topic_of = {k.value: topics.INPUT_BY_KIND[k].full_name(bus.prefix) for k in src.kinds}
-        outlet = PublisherOutlet(
-            EventPublisher(bus.bootstrap, topic_of=topic_of, source=src.name),
-            bootstrap=bus.bootstrap,
-        )
+        outlet = PublisherOutlet(EventPublisher(bus.kafka, topic_of=topic_of, source=src.name))
         stage = live_stage(src.name, outlet, metrics, ws)
         outlets.append(outlet)
         stages.append(stage)
@@ -64,7 +61,7 @@ async def watch_to_kafka(
     require_listed(health, runs)
     if health is not None:
         health.require("bus connected", lambda: len(started) == len(outlets))
-    dead = DeadLetterProducer(bus.bootstrap, topic=topics.DEAD_LETTER.full_name(bus.prefix))
+    dead = DeadLetterProducer(bus.kafka, topic=topics.DEAD_LETTER.full_name(bus.prefix))
     pump = RefusalPump()
     refusals.attach(pump)
     wall0 = time.monotonic()

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from connectors.kafka.outlet import PublisherOutlet
 from connectors.kafka.publisher import EventPublisher
 from connectors.live_stage import LiveMetrics, LiveStage
-from models import Envelope, GpuSample, GpuSampleEvent, from_json
+from models import Envelope, GpuSample, GpuSampleEvent, KafkaSettings, from_json
 from models.progress import SourceProgress
 from streams.app.lifecycle.bus import Bus
 from streams.distributed import topics
@@ -350,11 +350,12 @@ async def test_late_event_older_than_the_last_sent_reaches_the_topic(
 ) -> None:
     """The publisher refuses an event older than its last one (its progress reports promise
     order); the late lane still puts it on the topic, where the workers judge it."""
-    bus = Bus(kafka_bootstrap, topic_prefix, 1)
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap)
+    bus = Bus(kafka, topic_prefix)
     await bus.ensure_topics()
     topic = topics.GPU_SAMPLES.full_name(topic_prefix)
-    publisher = EventPublisher(kafka_bootstrap, topic_of={"gpu_sample": topic}, source="dcgm@t")
-    outlet = PublisherOutlet(publisher, bootstrap=kafka_bootstrap)
+    publisher = EventPublisher(kafka, topic_of={"gpu_sample": topic}, source="dcgm@t")
+    outlet = PublisherOutlet(publisher)
     clock = FakeClock()
     stage, _ = make_stage(outlet, clock)
     emit = stage.emitter("dcgm@t")

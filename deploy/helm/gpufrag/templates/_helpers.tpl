@@ -97,9 +97,107 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.kafka.topicPrefix | quote }}
 - name: GPUFRAG_KAFKA__REPLICATION
   value: {{ .Values.kafka.replication | quote }}
+{{- include "gpufrag.env.kafkaSecurity" . }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* What the Kafka listener speaks (GPUFRAG_KAFKA__SECURITY_PROTOCOL), from kafka.tls.enabled
+and kafka.sasl.enabled. */}}
+{{- define "gpufrag.kafka.protocol" -}}
+{{- $k := .Values.kafka }}
+{{- if $k.sasl.enabled }}
+{{- ternary "SASL_SSL" "SASL_PLAINTEXT" $k.tls.enabled }}
+{{- else }}
+{{- ternary "SSL" "PLAINTEXT" $k.tls.enabled }}
+{{- end }}
+{{- end }}
+
+{{/* Kafka TLS and SASL for every component that talks to Kafka: the user and password from
+their Secret (secretKeyRef: never a value in the rendered objects), the CA and client
+certificate as files of read-only Secret volumes (gpufrag.kafka.mounts, .volumes). */}}
+{{- define "gpufrag.env.kafkaSecurity" }}
+- name: GPUFRAG_KAFKA__SECURITY_PROTOCOL
+  value: {{ include "gpufrag.kafka.protocol" . | quote }}
+{{- with .Values.kafka.tls }}
+{{- if .enabled }}
+{{- if .caSecret.name }}
+- name: GPUFRAG_KAFKA__TLS_CA_FILE
+  value: /etc/gpufrag/kafka/ca/ca.crt
+{{- end }}
+{{- if .clientSecret.name }}
+- name: GPUFRAG_KAFKA__TLS_CERT_FILE
+  value: /etc/gpufrag/kafka/client/tls.crt
+- name: GPUFRAG_KAFKA__TLS_KEY_FILE
+  value: /etc/gpufrag/kafka/client/tls.key
+{{- end }}
+- name: GPUFRAG_KAFKA__TLS_CHECK_HOSTNAME
+  value: {{ .checkHostname | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.kafka.sasl }}
+{{- if .enabled }}
+- name: GPUFRAG_KAFKA__SASL_MECHANISM
+  value: {{ .mechanism | quote }}
+- name: GPUFRAG_KAFKA__SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .usernameKey }}
+- name: GPUFRAG_KAFKA__SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .existingSecret }}
+      key: {{ .passwordKey }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Kafka TLS Secrets' mounts and volumes (mode distributed, kafka.tls.enabled). */}}
+{{- define "gpufrag.kafka.mounts" -}}
+{{- if and (eq .Values.mode "distributed") .Values.kafka.tls.enabled }}
+{{- with .Values.kafka.tls }}
+{{- if .caSecret.name }}
+- name: kafka-ca
+  mountPath: /etc/gpufrag/kafka/ca
+  readOnly: true
+{{- end }}
+{{- if .clientSecret.name }}
+- name: kafka-client
+  mountPath: /etc/gpufrag/kafka/client
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gpufrag.kafka.volumes" -}}
+{{- if and (eq .Values.mode "distributed") .Values.kafka.tls.enabled }}
+{{- with .Values.kafka.tls }}
+{{- if .caSecret.name }}
+- name: kafka-ca
+  secret:
+    secretName: {{ .caSecret.name }}
+    items:
+      - key: {{ .caSecret.key }}
+        path: ca.crt
+    # 0440: readable by the pod's fsGroup (the gpufrag user's group), no one else
+    defaultMode: 288
+{{- end }}
+{{- if .clientSecret.name }}
+- name: kafka-client
+  secret:
+    secretName: {{ .clientSecret.name }}
+    items:
+      - key: {{ .clientSecret.certKey }}
+        path: tls.crt
+      - key: {{ .clientSecret.keyKey }}
+        path: tls.key
+    defaultMode: 288
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 

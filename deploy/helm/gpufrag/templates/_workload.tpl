@@ -2,7 +2,8 @@
 One hardened workload running one gpufrag command; every Deployment and the DaemonSet come from
 here so none can miss the security context, the resources or the probes.
 dict keys: root, component, kind (Deployment | DaemonSet), replicas, args (list), env (YAML
-text), mounts and volumes (YAML text, beside the /tmp emptyDir), resources, token (bool: mount
+text), mounts and volumes (YAML text, beside the /tmp emptyDir and the Kafka TLS Secrets'),
+resources, token (bool: mount
 the ServiceAccount token; only components that call the API server do), pod (YAML text merged
 into the pod spec: nodeSelector, tolerations, ...), recreate (bool: a PVC-bound single writer).
 */}}
@@ -76,12 +77,18 @@ spec:
             {{- with .mounts }}
             {{- . | trim | nindent 12 }}
             {{- end }}
+            {{- with include "gpufrag.kafka.mounts" $root }}
+            {{- . | trim | nindent 12 }}
+            {{- end }}
       volumes:
         # Python, chDB and Faust write temporary files; the root filesystem is read-only.
         - name: tmp
           emptyDir:
             sizeLimit: 1Gi
         {{- with .volumes }}
+        {{- . | trim | nindent 8 }}
+        {{- end }}
+        {{- with include "gpufrag.kafka.volumes" $root }}
         {{- . | trim | nindent 8 }}
         {{- end }}
 {{- end }}
