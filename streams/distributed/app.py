@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from streams.distributed.flow import KeepQueuesWhileFlowing
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import KeyedStage, Reject, StageCounters, StageLogic
 from streams.distributed.stages import ClusterLogic, NodeLogic, Outlets, TaskLogic
+from streams.distributed.transport import REWOUND_HOOK
 from streams.pipeline import InstantOutput, PipelineDef
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,9 @@ def _rejecter(dlq: Any, counters: StageCounters) -> Reject:
 
 
 def _on_revoked(app: faust.App, stages: dict[str, KeyedStage], name: dict[str, str]) -> None:
-    """Revoked partitions' held input goes to their next owner; each stage forgets it."""
+    """Revoked partitions' held input goes to their next owner, and partitions the consumer
+    read again from their start (``transport.py``) are read afresh: each stage forgets what it
+    held for them."""
     main_topic = {
         name[topics.PODS.name]: "tasks",
         name[topics.NODES.name]: "nodes",
@@ -162,18 +165,21 @@ def _on_revoked(app: faust.App, stages: dict[str, KeyedStage], name: dict[str, s
         name[topics.QUEUES.name]: "cluster",
     }
 
-    async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
-        revoked = args[0] if args else kwargs.get("revoked", ())
+    def forget(tps: Iterable[Any], why: str) -> None:
         by_stage: dict[str, set[int]] = {}
-        for tp in revoked:
+        for tp in tps:
             if (stage := main_topic.get(tp.topic)) is not None:
                 by_stage.setdefault(stage, set()).add(tp.partition)
         for stage, partitions in by_stage.items():
             stages[stage].revoked(partitions)
-        log.info("partitions revoked: %s", {s: sorted(p) for s, p in by_stage.items()})
+        log.info("partitions %s: %s", why, {s: sorted(p) for s, p in by_stage.items()})
+
+    async def on_revoked(sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        forget(args[0] if args else kwargs.get("revoked", ()), "revoked")
 
     revoked_signal: Any = app.on_partitions_revoked
     revoked_signal.connect(on_revoked)
+    setattr(app, REWOUND_HOOK, lambda tps: forget(tps, "read again from their start"))
 
 
 def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:

@@ -85,6 +85,14 @@ class StageCounters:
         self.counts[name] = self.counts.get(name, 0) + n
 
 
+Position = tuple[str, int, int]
+"""Where a message was read: topic, partition, offset."""
+
+
+def position(message: Any) -> Position:
+    return (message.topic, message.partition, message.offset)
+
+
 def released_key(p: int) -> bytes:
     # "~" appears in no pod key, node name or operator state entry
     return f"~released/{p}".encode()
@@ -111,6 +119,8 @@ class KeyedStage:
         self.counters = counters
         self.buffers: dict[int, Reorder[Any]] = {}
         self._held: dict[int, dict[tuple[str, str], Any]] = {}
+        self._holding: dict[int, set[Position]] = {}
+        """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
 
     @property
@@ -143,6 +153,14 @@ class KeyedStage:
             buf = self.buffer(msg.partition)
             why = buf.lateness(decoded.order.at)
             if why is None:
+                holding = self._holding.setdefault(msg.partition, set())
+                at = position(msg)
+                if at in holding:
+                    # read twice in one assignment (the consumer rewinds after a rebalance, see
+                    # transport.py): the copy already held is the one acknowledged on release
+                    self.counters.add("read_twice")
+                    return
+                holding.add(at)
                 buf.add(decoded.order, (event, decoded.item))
             else:
                 await self._drop_late(s, event, "redelivered" if decoded.derived else why, buf)
@@ -165,6 +183,7 @@ class KeyedStage:
         for p in partitions:
             self.buffers.pop(p, None)
             self._held.pop(p, None)
+            self._holding.pop(p, None)
             self._rereported.discard(p)
         self.logic.reset()
 
@@ -180,10 +199,12 @@ class KeyedStage:
         if wm is None:
             await self._report_restored(p, buf)
             return
+        holding = self._holding.get(p, set())
         for order, (ev, item) in ready:
             if self.buffers.get(p) is not buf:
                 return  # revoked meanwhile: its next owner redoes the rest, so no mark
             await self.logic.apply(order, item)
+            holding.discard(position(ev.message))
             await s.ack(ev)
         self.counters.add("released", len(ready))
         await self.logic.settle(p, wm)

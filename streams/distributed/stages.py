@@ -90,6 +90,11 @@ class Outlets:
 
 
 def persist(table: Any, changes: StateChanges) -> None:
+    """Write an operator's changed state. Each stage calls it after sending the outputs of
+    what changed it: a worker stopped between the two (a SIGTERM cancels its agents at their
+    next await) then reads the item again onto the old state and sends the outputs again, an
+    exact copy downstream. Written first, the state already held the item, the join saw no
+    change, and the outputs were never sent at all."""
     for key, value in changes.items():
         if value is None:
             table.pop(key.encode(), None)
@@ -141,7 +146,6 @@ class TaskLogic:
             self.op.restore({} if raw is None else {item.key: raw})
             self.loaded.add(item.key)
         outs = self.op.apply(item)
-        persist(self.table, self.op.snapshot())
         deltas = [o for o in outs if isinstance(o, TaskProfileUpdate)]
         for sub, u in enumerate(deltas):
             o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
@@ -150,6 +154,7 @@ class TaskLogic:
         for sub, b in enumerate(binds):
             o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
+        persist(self.table, self.op.snapshot())  # after the sends (see persist)
 
     async def settle(self, p: int, upto: datetime) -> None:
         """Nothing left to settle: each item's state was written as it was applied."""
@@ -206,7 +211,6 @@ class NodeLogic:
             self.op.restore({} if raw is None else {item.node: raw})
             self.loaded.add(item.node)
         outs = self.op.apply(item)
-        persist(self.table, self.op.snapshot())
         deltas = [o for o in outs if isinstance(o, NodeProfileUpdate)]
         for sub, u in enumerate(deltas):
             # a binding's delta keeps the binding's place among its pod's outputs
@@ -216,6 +220,7 @@ class NodeLogic:
             await self.out.deltas.send(key=item.node.encode(), value=encode(u, order=o))
         for pk in (o for o in outs if isinstance(o, PeakReport)):
             await self.out.peaks.send(key=pk.key.encode(), value=encode(pk, order=None))
+        persist(self.table, self.op.snapshot())  # after the sends (see persist)
 
     async def settle(self, p: int, upto: datetime) -> None:
         """Nothing left to settle: each item's state was written as it was applied."""
@@ -313,12 +318,8 @@ class ClusterLogic:
 
     async def _publish(self, outputs: list[Signal]) -> None:
         ia = self.instants()
-        persist(self.table, ia.op.snapshot())
         self._count()
         evaluated, self._evaluated = self._evaluated, []
-        acted = any(e.actions or e.requests for e in evaluated)
-        if acted and self._acting is not None:
-            self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
         for sig in outputs:
             self.counters.add("signals")
             await self.out.signals.send(key=sig.fingerprint.encode(), value=to_json(sig))
@@ -335,6 +336,10 @@ class ClusterLogic:
                 await self.out.reports.send(key=key, value=encode_report(instant.report))
             if self.observe is not None:
                 self.observe(instant)
+        # after the sends (see persist)
+        persist(self.table, ia.op.snapshot())
+        if any(e.actions or e.requests for e in evaluated) and self._acting is not None:
+            self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
 
     def _count(self) -> None:
         """The operator's new disagreements into the worker's counters. A restored operator

@@ -17,6 +17,8 @@ HELP = {
     "dead_letters": "Messages sent to the dead-letter topic (malformed, or late)",
     "released": "Input items released in event-time order and processed",
     "redelivered": "Redelivered copies of items already processed, dropped",
+    "read_twice": "Items read a second time while the first copy was still held (the rewind "
+    "after a rebalance), dropped",
     "signals": "Signals sent by the cluster view",
 }
 
