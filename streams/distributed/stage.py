@@ -73,7 +73,9 @@ class StageLogic(Protocol):
         ...
 
     def reset(self) -> None:
-        """Partitions were revoked: forget in-memory operator state (the tables keep it)."""
+        """Partitions were revoked or read again from their start: forget in-memory operator
+        state (the tables keep it). A call still sending outputs for the old state must not
+        write that state afterwards."""
         ...
 
 
@@ -204,10 +206,14 @@ class KeyedStage:
             if self.buffers.get(p) is not buf:
                 return  # revoked meanwhile: its next owner redoes the rest, so no mark
             await self.logic.apply(order, item)
+            if self.buffers.get(p) is not buf:
+                return  # forgotten while applying: its state was not written either
             holding.discard(position(ev.message))
             await s.ack(ev)
         self.counters.add("released", len(ready))
         await self.logic.settle(p, wm)
+        if self.buffers.get(p) is not buf:
+            return  # forgotten while settling: all of it is read and released again
         self.table[released_key(p)] = wm.isoformat().encode()
         await self.logic.report(p, wm)
 

@@ -94,7 +94,10 @@ def persist(table: Any, changes: StateChanges) -> None:
     what changed it: a worker stopped between the two (a SIGTERM cancels its agents at their
     next await) then reads the item again onto the old state and sends the outputs again, an
     exact copy downstream. Written first, the state already held the item, the join saw no
-    change, and the outputs were never sent at all."""
+    change, and the outputs were never sent at all. For the same reason a stage forgotten
+    while it sent (a revocation, or its partitions read again from their start) writes
+    nothing afterwards: the operator it would write from is no longer the one the table and
+    the reread input will rebuild."""
     for key, value in changes.items():
         if value is None:
             table.pop(key.encode(), None)
@@ -145,7 +148,8 @@ class TaskLogic:
             raw = self.table.get(item.key.encode())
             self.op.restore({} if raw is None else {item.key: raw})
             self.loaded.add(item.key)
-        outs = self.op.apply(item)
+        op = self.op
+        outs = op.apply(item)
         deltas = [o for o in outs if isinstance(o, TaskProfileUpdate)]
         for sub, u in enumerate(deltas):
             o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
@@ -154,7 +158,8 @@ class TaskLogic:
         for sub, b in enumerate(binds):
             o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
-        persist(self.table, self.op.snapshot())  # after the sends (see persist)
+        if op is self.op:  # not forgotten meanwhile (see persist)
+            persist(self.table, op.snapshot())
 
     async def settle(self, p: int, upto: datetime) -> None:
         """Nothing left to settle: each item's state was written as it was applied."""
@@ -210,7 +215,8 @@ class NodeLogic:
             raw = self.table.get(item.node.encode())
             self.op.restore({} if raw is None else {item.node: raw})
             self.loaded.add(item.node)
-        outs = self.op.apply(item)
+        op = self.op
+        outs = op.apply(item)
         deltas = [o for o in outs if isinstance(o, NodeProfileUpdate)]
         for sub, u in enumerate(deltas):
             # a binding's delta keeps the binding's place among its pod's outputs
@@ -220,7 +226,8 @@ class NodeLogic:
             await self.out.deltas.send(key=item.node.encode(), value=encode(u, order=o))
         for pk in (o for o in outs if isinstance(o, PeakReport)):
             await self.out.peaks.send(key=pk.key.encode(), value=encode(pk, order=None))
-        persist(self.table, self.op.snapshot())  # after the sends (see persist)
+        if op is self.op:  # not forgotten meanwhile (see persist)
+            persist(self.table, op.snapshot())
 
     async def settle(self, p: int, upto: datetime) -> None:
         """Nothing left to settle: each item's state was written as it was applied."""
@@ -336,7 +343,8 @@ class ClusterLogic:
                 await self.out.reports.send(key=key, value=encode_report(instant.report))
             if self.observe is not None:
                 self.observe(instant)
-        # after the sends (see persist)
+        if ia is not self._instants:
+            return  # forgotten meanwhile: its state is not written (see persist)
         persist(self.table, ia.op.snapshot())
         if any(e.actions or e.requests for e in evaluated) and self._acting is not None:
             self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
