@@ -38,12 +38,24 @@ def alert(
     duration_s: Annotated[
         float | None, typer.Option(min=0.1, help="Stop after this many seconds; default: Ctrl-C.")
     ] = None,
+    from_beginning: Annotated[
+        bool,
+        typer.Option(
+            "--from-beginning",
+            help="A new group sends the whole retained history, resolved signals included "
+            "(default: only the signals open now); a group with commits resumes from them.",
+        ),
+    ] = False,
     loglevel: Annotated[str, typer.Option(help="Log level (stderr).")] = "warning",
 ) -> None:
     """Send the workers' signals to the configured alert sinks (GPUFRAG_ALERTS__*).
 
-    Offsets are committed once every sink accepted a batch's alerts or they were kept as dead
-    letters on the dead-letter topic (where `gpufrag sink` stores them)."""
+    A new group (no committed offset) starts at the signals open now, each sent once in its
+    latest state, and skips the rest of the retained history (counted and logged): its first
+    run would otherwise flood Slack and the webhook with days of resolved signals. A group with
+    commits resumes from them. Offsets are committed once every sink accepted a batch's alerts
+    or they were kept as dead letters on the dead-letter topic (where `gpufrag sink` stores
+    them)."""
     logging.basicConfig(
         level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -55,7 +67,18 @@ def alert(
     bus = Bus.resolve(bootstrap, prefix)
     with user_errors():
         try:
-            feed = asyncio.run(_run(bus, settings, sinks, group, registry, health, duration_s))
+            feed = asyncio.run(
+                _run(
+                    bus,
+                    settings,
+                    sinks,
+                    group=group,
+                    from_beginning=from_beginning,
+                    registry=registry,
+                    health=health,
+                    duration_s=duration_s,
+                )
+            )
         except KafkaError as exc:
             typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -63,7 +86,8 @@ def alert(
     typer.echo(
         f"{feed.counts['records']} signal records from {bus.bootstrap}: {d.outcome_line()}; "
         f"{d.counts['repeats']} repeats dropped, "
-        f"{feed.counts['unreadable']} unreadable (dead-lettered)"
+        f"{feed.counts['unreadable']} unreadable (dead-lettered), "
+        f"{feed.catch_up.skipped_total if feed.catch_up else 0} history records skipped"
     )
 
 
@@ -71,7 +95,9 @@ async def _run(
     bus: Bus,
     settings: AlertSettings,
     sinks: list[AlertSink],
+    *,
     group: str,
+    from_beginning: bool,
     registry: CollectorRegistry,
     health: Health,
     duration_s: float | None,
@@ -85,7 +111,6 @@ async def _run(
 
     dispatcher = AlertDispatcher(sinks, settings=settings, dead_letter=keep, registry=registry)
     consumer = AIOKafkaConsumer(
-        topics.SIGNALS.full_name(bus.prefix),
         **client_kwargs(bus.kafka),
         group_id=f"{bus.prefix}{group}",
         enable_auto_commit=False,
@@ -94,9 +119,17 @@ async def _run(
         # the group must not count the member gone meanwhile (Kafka's default is 5 min)
         max_poll_interval_ms=int((settings.give_up_after_s + 120) * 1000),
     )
+    feed = AlertFeed(
+        consumer=consumer,
+        dispatcher=dispatcher,
+        dead_letter=keep,
+        from_beginning=from_beginning,
+        registry=registry,
+    )
+    # the listener tells the feed which partitions restart from the group's commit
+    consumer.subscribe([topics.SIGNALS.full_name(bus.prefix)], listener=feed.rebalance_listener())
     await consumer.start()
     await dispatcher.start()
-    feed = AlertFeed(consumer=consumer, dispatcher=dispatcher, dead_letter=keep)
     health.require("partitions assigned", lambda: bool(consumer.assignment()))
     beat = asyncio.create_task(health.heartbeat())
     try:
