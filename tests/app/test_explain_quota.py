@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from connectors.clickhouse.rows import QUOTA_COLUMNS
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from models import Envelope, GpufragSettings, StoreSettings
 from streams.app.lifecycle.history import open_history
 from streams.app.lifecycle.runs import FINISHED, run_row
+from streams.app.queries.explained_row import quota_text, verdict
 from streams.app.sinks.store_output import StoreOutput
 from streams.pipeline import define_pipeline
 from streams.runner.embedded import EmbeddedRunner
@@ -126,3 +128,37 @@ def test_a_pod_its_full_queue_holds_is_explained_from_the_stored_row(
     ]
     evidence = json.loads(str(signals[0]["evidence"]))
     assert (evidence["used"], evidence["ceiling"]) == ({"nvidia.com/gpu": 4.0}, 4.0)
+
+
+def _row(**columns: object) -> dict[str, object]:
+    base: dict[str, object] = {"unplaceable": 0, "fits_some_node": 1, "reasons": {}}
+    return {**base, **dict.fromkeys(QUOTA_COLUMNS), **columns}
+
+
+def test_only_a_pod_nothing_holds_is_said_to_wait_for_the_scheduler() -> None:
+    assert verdict(_row()) == "fits a node now; it was waiting for the scheduler"
+    # a row stored before migration 016: no blocker named, `quota` among its reasons
+    older = verdict(_row(reasons={"quota": 3}))
+    assert older.startswith("held by quota") and "its queue or quota has no room" in older
+    full = verdict(_row(fits_some_node=0, reasons={"quota": 3, "gpu_count": 3}))
+    assert full.endswith("(the cluster is full), and its queue or quota has no room for it either")
+
+
+def test_a_borrowing_limit_and_a_missing_ceiling_in_the_queues_own_words() -> None:
+    kueue = {"quota_resource": "nvidia.com/gpu", "quota_requested": 4.0, "quota_room": 2.0}
+    limited = _row(
+        quota_blocker="ClusterQueue:b",
+        quota_used=10.0,
+        quota_nominal=8.0,
+        quota_limit=12.0,
+        **kueue,
+    )
+    assert quota_text(limited) == (
+        "blocked by ClusterQueue:b: 10 of 12 GPUs used (nominal quota 8, borrowing limit 4); "
+        "the pod asks 4, it has room for 2"
+    )
+    open_ended = _row(quota_blocker="ClusterQueue:b", quota_used=8.0, quota_nominal=8.0, **kueue)
+    assert (
+        "8 of 8 GPUs used (nominal quota 8, no borrowing limit: its cohort has none free)"
+        in str(quota_text(open_ended))
+    )

@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from streams.app.commands.explain_words import explanation_json, quota_text, verdict
 from streams.app.commands.sql import read_run
 from streams.app.console.errors import user_errors
 from streams.app.console.terminal import for_terminal
 from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.queries.explained_row import explanation_json, quota_text, verdict
 from streams.app.queries.named_queries import QueryError
 
 LATEST = """
