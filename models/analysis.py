@@ -21,6 +21,7 @@ __all__ = [
     "GroupGpus",
     "InstantReport",
     "NearMiss",
+    "QuotaBlock",
     "SchedulerCheck",
 ]
 
@@ -73,6 +74,42 @@ class SchedulerCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaBlock:
+    """A quota object with no room for a pending pod, and the figures that show it, so a reader
+    of the stored row can say which queue holds the pod and by how much without the queue
+    objects at hand. Amounts are in the blocking resource's own units (GPUs for
+    ``nvidia.com/gpu``, instances for a MIG profile, MiB for HAMi's ``nvidia.com/gpumem``)."""
+
+    key: str
+    """The object, as its kind and name: ``VolcanoQueue:serve``, ``ClusterQueue:team-a``,
+    ``ResourceQuota:ml/gpu`` (the scope id of its quota signals)."""
+    resource: str
+    """The first resource (by name) the pod asks more of than the object has room for."""
+    requested: float
+    used: float
+    nominal: float
+    """What it is guaranteed: Kueue ``nominalQuota``, Volcano ``deserved``, ResourceQuota
+    ``hard``."""
+    limit: float | None
+    """Its ceiling with borrowing: Volcano ``capability``, Kueue nominal + ``borrowingLimit``
+    (the nominal quota without a cohort), ResourceQuota ``hard``; None: no ceiling of its own,
+    only what its cohort has free."""
+    room: float
+    """What it could still take, counting what it could borrow: less than ``requested``."""
+
+    def evidence(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "resource": self.resource,
+            "requested": self.requested,
+            "used": self.used,
+            "nominal": self.nominal,
+            "limit": self.limit,
+            "room": self.room,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """A pending request checked against the whole cluster."""
 
@@ -86,6 +123,10 @@ class Explanation:
     quota: tuple[str, ...] = ()
     """Keys of the quota objects with no room for the pod (``ResourceQuota:ml/gpu``,
     ``ClusterQueue:team-a``); ``blocking`` then names ``quota`` on every node checked."""
+    quota_blocks: tuple[QuotaBlock, ...] = ()
+    """The same objects with their figures, in the same order. A field of its own beside
+    ``quota`` rather than in its place, so a report encoded by a worker of the previous
+    version (keys only) still decodes."""
 
     @property
     def unplaceable(self) -> bool:
@@ -112,6 +153,8 @@ class Explanation:
             out["scheduler"] = self.scheduler.evidence()
         if self.quota:
             out["quota"] = list(self.quota)
+        if self.quota_blocks:
+            out["quota_blocks"] = [b.evidence() for b in self.quota_blocks]
         return out
 
 

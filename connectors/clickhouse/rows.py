@@ -29,6 +29,7 @@ from models.refusal import Refusal
 
 __all__ = [
     "EPOCH",
+    "QUOTA_COLUMNS",
     "Row",
     "action_row",
     "cluster_row",
@@ -256,6 +257,18 @@ def action_row(run_id: str, action: Action) -> Row:
     }
 
 
+QUOTA_COLUMNS = (
+    "quota_blocker",
+    "quota_resource",
+    "quota_requested",
+    "quota_used",
+    "quota_nominal",
+    "quota_limit",
+    "quota_room",
+)
+"""The columns of ``pending_explanations`` that name the quota holding a pod (migration 016)."""
+
+
 def explanation_row(
     run_id: str, key: str, exp: Explanation, task: TaskProfile, at: datetime
 ) -> Row:
@@ -280,6 +293,25 @@ def explanation_row(
         "near_misses": orjson.dumps(exp.evidence()["near_misses"]).decode(),
         "nodes_checked": exp.nodes_checked,
         **_scheduler_columns(exp),
+        **_quota_columns(exp),
+    }
+
+
+def _quota_columns(exp: Explanation) -> Row:
+    """The first quota object holding the pod, with its figures (migration 016); NULL where
+    none does. A pod draws on one queue, and its namespace's ResourceQuota let it in when it
+    was created, so there is at most one today."""
+    block = exp.quota_blocks[0] if exp.quota_blocks else None
+    if block is None:
+        return dict.fromkeys(QUOTA_COLUMNS)
+    return {
+        "quota_blocker": block.key,
+        "quota_resource": block.resource,
+        "quota_requested": block.requested,
+        "quota_used": block.used,
+        "quota_nominal": block.nominal,
+        "quota_limit": block.limit,
+        "quota_room": block.room,
     }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from models import PodPhase, QueueObject, QueueSourceKind, TaskProfile
+from models.analysis import QuotaBlock
 
 Amounts = dict[str, float]
 Place = tuple[str, str]
@@ -135,6 +136,27 @@ class QueueQuota:
         """Guaranteed quota it does not use: what it lends its cohort."""
         return max(0.0, self.guaranteed.get(resource, 0.0) - self.used.get(resource, 0.0))
 
+    def ceiling(self, resource: str) -> float | None:
+        """The most it may use of its own accord: its limit, or without a cohort to borrow
+        from its guaranteed share; None: bounded only by what its cohort has free."""
+        if resource in self.limit:
+            return self.limit[resource]
+        if self.cohort is None:
+            return self.guaranteed.get(resource, 0.0)
+        return None
+
+    def block(self, resource: str, *, asked: float, room: float) -> QuotaBlock:
+        """Its figures for ``resource``, as a pending pod's explanation carries them."""
+        return QuotaBlock(
+            key=self.key,
+            resource=resource,
+            requested=asked,
+            used=self.used.get(resource, 0.0),
+            nominal=self.guaranteed.get(resource, 0.0),
+            limit=self.ceiling(resource),
+            room=room,
+        )
+
     def evidence(self) -> dict[str, object]:
         return {
             "guaranteed": dict(self.guaranteed),
@@ -176,21 +198,25 @@ class QueueView:
         return room
 
     def blockers(self, task: TaskProfile) -> tuple[str, ...]:
-        """The queue with no room for a pending pod. Not its namespace's ResourceQuota: the
-        API server charged the pod to it when it was created (and would have refused it over
-        the limit), so a pod that exists has passed its quota."""
-        amounts = task_amounts(task)
+        """The keys of ``blocks``."""
+        return tuple(b.key for b in self.blocks(task))
+
+    def blocks(self, task: TaskProfile) -> tuple[QuotaBlock, ...]:
+        """The queue with no room for a pending pod, with its figures. Not its namespace's
+        ResourceQuota: the API server charged the pod to it when it was created (and would
+        have refused it over the limit), so a pod that exists has passed its quota."""
         namespace = task.key.split("/", 1)[0]
-        out: list[str] = []
         queue_key = self.queue_of.get((namespace, task.queue or ""))
-        if queue_key is not None:
-            ledger = self.queues[queue_key]
-            if any(
-                r in ledger.guaranteed and self.headroom(ledger, r) < v - EPSILON
-                for r, v in amounts.items()
-            ):
-                out.append(queue_key)
-        return tuple(out)
+        if queue_key is None:
+            return ()
+        ledger = self.queues[queue_key]
+        for resource, asked in sorted(task_amounts(task).items()):
+            if resource not in ledger.guaranteed:
+                continue
+            room = self.headroom(ledger, resource)
+            if room < asked - EPSILON:
+                return (ledger.block(resource, asked=asked, room=room),)
+        return ()
 
 
 def queue_view(objects: Mapping[str, QueueObject], tally: QueueTally) -> QueueView:

@@ -9,7 +9,13 @@ Three findings, each per GPU resource, from the queue view (``queues.py``):
 - ``quota_lender_blocked`` (a queue): it has pending work and unused guaranteed quota, but the
   cohort has none free because others borrowed it, so the work waits for reclaim;
 - ``quota_exhausted`` (a namespace): a GPU ResourceQuota is used up while GPU work waits in the
-  namespace.
+  namespace;
+- ``quota_exhausted`` (a queue): a queue is full, its waiting work beyond what it may still take
+  of its own accord (a Volcano queue at its capability, a Kueue ClusterQueue at its nominal
+  quota without a cohort, or at nominal + borrowing limit), when neither borrowing finding
+  applies: nothing in the cohort can help, only room in the queue or a larger quota. The kind
+  is the namespace one's (a quota used up while work waits), the scope tells them apart, so
+  the namespace signals keep their fingerprints.
 
 The view changes only with quota objects and with pods that request GPUs; the findings are
 re-derived at the end of an instant where either changed, from the ledgers alone, so a
@@ -86,12 +92,16 @@ class QuotaDetector(Detector[QuotaSettings]):
 def _queue_findings(qv: QueueView) -> list[Finding]:
     out: list[Finding] = []
     for q in qv.queues.values():
+        found: list[Finding] = []
         for finder in (_borrowable, _lender_blocked):
             for resource in sorted(q.pending):
                 finding = finder(qv, q, resource)
                 if finding is not None:
-                    out.append(finding)
+                    found.append(finding)
                     break  # one signal per queue and kind; the first resource names it
+        if not found:  # borrowing, when it is the story, says more than "full"
+            found = [f for r in sorted(q.pending) if (f := _full(q, r)) is not None][:1]
+        out += found
     return out
 
 
@@ -160,6 +170,45 @@ def _lender_blocked(qv: QueueView, q: QueueQuota, resource: str) -> Finding | No
             "borrowers": borrowers,
         },
     )
+
+
+def _full(q: QueueQuota, resource: str) -> Finding | None:
+    """Waiting work beyond what the queue may still take of its own accord: a Volcano queue at
+    its capability, a Kueue ClusterQueue at nominal + borrowing limit, or one without a cohort
+    at its nominal quota. A queue that may borrow without a ceiling of its own is never full:
+    its cohort decides, and the borrowing findings speak for it."""
+    pending, ceiling = q.pending[resource], q.ceiling(resource)
+    if ceiling is None or (resource not in q.guaranteed and resource not in q.limit):
+        return None
+    used = q.used.get(resource, 0.0)
+    room = max(0.0, ceiling - used)
+    if pending <= room + EPSILON:
+        return None
+    figures = _ceiling_words(q, resource, ceiling)
+    return (
+        SignalKind.QUOTA_EXHAUSTED,
+        Scope.QUEUE,
+        q.key,
+        f"{q.key} has {pending:g} {resource} waiting and room for {room:g}: "
+        f"{used:g} of {ceiling:g} used ({figures})",
+        {
+            "resource": resource,
+            "cohort": q.cohort,
+            **q.evidence(),
+            "ceiling": ceiling,
+            "room": room,
+        },
+    )
+
+
+def _ceiling_words(q: QueueQuota, resource: str, ceiling: float) -> str:
+    """The ceiling in the queue's own terms: capability, nominal quota and borrowing limit."""
+    nominal = q.guaranteed.get(resource, 0.0)
+    if q.key.startswith("VolcanoQueue:"):
+        return f"deserved {nominal:g}, capability {ceiling:g}"
+    if q.cohort is None:
+        return f"nominal quota {nominal:g}, no cohort to borrow from"
+    return f"nominal quota {nominal:g}, borrowing limit {ceiling - nominal:g}"
 
 
 def _namespace_findings(qv: QueueView) -> list[Finding]:

@@ -229,11 +229,14 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
 
 def _with_quota(exp: Explanation, quotas: QueueView, task: TaskProfile) -> Explanation:
     """A quota with no room blocks the pod on every node, whatever the nodes have free."""
-    blockers = quotas.blockers(task)
-    if not blockers:
+    blocks = quotas.blocks(task)
+    if not blocks:
         return exp
     return replace(
-        exp, quota=blockers, blocking=((BlockReason.QUOTA, exp.nodes_checked), *exp.blocking)
+        exp,
+        quota=tuple(b.key for b in blocks),
+        quota_blocks=blocks,
+        blocking=((BlockReason.QUOTA, exp.nodes_checked), *exp.blocking),
     )
 
 

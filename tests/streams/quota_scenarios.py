@@ -10,6 +10,8 @@ from typing import Any
 from connectors.kube.watch.nodes import node_from_kube
 from connectors.kube.watch.pods import pod_from_kube
 from connectors.kube.watch.queue_objects import (
+    cluster_queue_from_dict,
+    local_queue_from_dict,
     pod_group_from_dict,
     quota_from_kube,
     volcano_queue_from_dict,
@@ -19,11 +21,15 @@ from models import Envelope, NodeEvent, PodEvent, QueueEvent, QueueObject
 from tests.kube_fake.objects import T0, node, pod, quota
 
 __all__ = [
+    "CQ_SOLO",
     "VQ_PROD",
+    "VQ_SERVE",
     "Step",
     "borrower_steps",
     "cluster_queue",
     "exhausted_steps",
+    "full_cluster_queue_steps",
+    "full_volcano_steps",
     "gpu_node",
     "gpu_pod",
     "local_queue",
@@ -33,13 +39,16 @@ __all__ = [
 
 GROUP = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 VQ_PROD = "VolcanoQueue:prod"
+VQ_SERVE = "VolcanoQueue:serve"
+CQ_SOLO = "ClusterQueue:team-a"
 
 # --- real-shaped objects ---------------------------------------------------------------------
 
 
 def cluster_queue(
-    name: str, *, cohort: str, nominal: int, used: int, borrowing: int | None = None
+    name: str, *, cohort: str | None, nominal: int, used: int, borrowing: int | None = None
 ) -> dict[str, Any]:
     gpu: dict[str, Any] = {"name": "nvidia.com/gpu", "nominalQuota": nominal}
     if borrowing is not None:
@@ -49,7 +58,7 @@ def cluster_queue(
         "kind": "ClusterQueue",
         "metadata": {"name": name, "uid": f"cq-{name}"},
         "spec": {
-            "cohort": cohort,
+            **({} if cohort is None else {"cohort": cohort}),
             "namespaceSelector": {},
             "queueingStrategy": "BestEffortFIFO",
             "resourceGroups": [
@@ -197,9 +206,11 @@ def gpu_pod(
     gpus: int,
     on: str | None = None,
     queue: str | None = None,
+    local_queue: str | None = None,
     gang: tuple[str, int] | None = None,
     delete: bool = False,
 ) -> Envelope:
+    """A GPU pod, in a Volcano ``queue`` or a Kueue ``local_queue`` (by its label)."""
     notes = {}
     if queue is not None:
         notes[VOLCANO_QUEUE] = queue
@@ -212,6 +223,7 @@ def gpu_pod(
         node=on,
         phase="Running" if on else "Pending",
         annotations=notes or None,
+        labels=None if local_queue is None else {KUEUE_QUEUE: local_queue},
         scheduler_name="volcano" if queue else None,
     )
     size = None if gang is None else gang[1]
@@ -322,5 +334,75 @@ def exhausted_steps() -> list[Step]:
         Step(
             [gpu_pod("train-1", "nlp", gpus=4, on="gpu-2", delete=True), queued(freed)],
             resolves={("quota_exhausted", "nlp")},
+        ),
+    ]
+
+
+def full_volcano_steps() -> list[Step]:
+    """Volcano queue serve at its capability (deserved = capability = allocated = 4 GPUs), a
+    2-GPU pod waiting in it on a node with 4 GPUs free; then the running pod ends and the
+    waiting one is admitted."""
+
+    def serve(allocated: int) -> Envelope:
+        q = volcano_queue("serve", deserved=4, capability=4, allocated=allocated)
+        return queued(volcano_queue_from_dict(q))
+
+    return [
+        Step(
+            [
+                gpu_node("gpu-1"),
+                serve(4),
+                gpu_pod("api-0", "web", gpus=4, on="gpu-1", queue="serve"),
+            ]
+        ),
+        Step(
+            [gpu_pod("api-1", "web", gpus=2, queue="serve")], opens={("quota_exhausted", VQ_SERVE)}
+        ),
+        Step(
+            [
+                gpu_pod("api-0", "web", gpus=4, on="gpu-1", queue="serve", delete=True),
+                serve(2),
+                gpu_pod("api-1", "web", gpus=2, on="gpu-1", queue="serve"),
+            ],
+            resolves={("quota_exhausted", VQ_SERVE)},
+        ),
+    ]
+
+
+def full_cluster_queue_steps() -> list[Step]:
+    """Kueue ClusterQueue team-a without a cohort, its nominal 4 GPUs in use, a 2-GPU pod (and
+    its Workload) waiting in LocalQueue ml/lq on a node with room; then the running pod ends and
+    Kueue admits the waiting one."""
+
+    def team_a(used: int) -> Envelope:
+        cq = cluster_queue("team-a", cohort=None, nominal=4, used=used)
+        return queued(cluster_queue_from_dict(cq))
+
+    def sweep(*, admitted: bool) -> Envelope:
+        w = workload("pod-infer-1", "ml", queue="lq", gpus=2, admitted=admitted)
+        return queued(workload_from_dict(w))
+
+    lq = local_queue_from_dict(local_queue("lq", "ml", cluster_queue="team-a"))
+    return [
+        Step(
+            [
+                gpu_node("gpu-1"),
+                team_a(4),
+                queued(lq),
+                gpu_pod("train-0", "ml", gpus=4, on="gpu-1", local_queue="lq"),
+            ]
+        ),
+        Step(
+            [sweep(admitted=False), gpu_pod("infer-1", "ml", gpus=2, local_queue="lq")],
+            opens={("quota_exhausted", CQ_SOLO)},
+        ),
+        Step(
+            [
+                gpu_pod("train-0", "ml", gpus=4, on="gpu-1", local_queue="lq", delete=True),
+                team_a(2),
+                sweep(admitted=True),
+                gpu_pod("infer-1", "ml", gpus=2, on="gpu-1", local_queue="lq"),
+            ],
+            resolves={("quota_exhausted", CQ_SOLO)},
         ),
     ]

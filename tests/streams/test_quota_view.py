@@ -20,8 +20,8 @@ from connectors.kube.watch.queue_objects import (
     volcano_queue_from_dict,
     workload_from_dict,
 )
-from models import DetectorSettings, Envelope, Signal
-from models.analysis import BlockReason
+from models import DetectorSettings, Envelope, Scope, Signal, SignalKind
+from models.analysis import BlockReason, QuotaBlock
 from models.settings import UnplaceablePendingSettings
 from streams.cluster_analysis import ClusterAnalysis
 from streams.instants import Instants
@@ -29,10 +29,15 @@ from streams.operator import StateChanges
 from streams.profiles.operators import ProfileJoin, ordered_deltas
 from tests.kube_fake.objects import T0
 from tests.streams.quota_scenarios import (
+    CQ_SOLO,
+    VQ_PROD,
+    VQ_SERVE,
     Step,
     borrower_steps,
     cluster_queue,
     exhausted_steps,
+    full_cluster_queue_steps,
+    full_volcano_steps,
     gpu_node,
     gpu_pod,
     local_queue,
@@ -223,3 +228,67 @@ def test_the_detector_has_its_switch(enabled: bool) -> None:
     )
     a = ClusterAnalysis(detectors=settings)
     assert any(d.name == "quota" for d in a.detectors) is enabled
+
+
+# --- a full queue: no cohort to borrow from, or at its own ceiling ----------------------------
+
+
+def test_a_full_volcano_queue_opens_quota_exhausted_and_resolves_when_the_work_is_admitted() -> (
+    None
+):
+    got = check(full_volcano_steps())
+    opened = got[1][0]
+    assert (opened.scope, opened.severity) == (Scope.QUEUE, "warning")
+    assert opened.evidence["used"] == {"nvidia.com/gpu": 4.0}
+    assert opened.evidence["pending"] == {"nvidia.com/gpu": 2.0}
+    assert (opened.evidence["ceiling"], opened.evidence["room"]) == (4.0, 0.0)
+    assert "4 of 4 used (deserved 4, capability 4)" in opened.summary
+    assert got[2][0].fingerprint == opened.fingerprint
+
+
+def test_a_full_volcano_queue_resolves_when_it_has_room_again() -> None:
+    full = volcano_queue_from_dict(volcano_queue("serve", deserved=4, capability=4, allocated=0))
+    steps = full_volcano_steps()[:2]
+    ended = gpu_pod("api-0", "web", gpus=4, on="gpu-1", queue="serve", delete=True)
+    check([*steps, Step([ended, queued(full)], resolves={("quota_exhausted", VQ_SERVE)})])
+
+
+def test_a_full_queue_names_itself_and_its_figures_in_the_pods_explanation() -> None:
+    run = Run()
+    for n, s in enumerate(full_volcano_steps()[:2]):
+        run.step(T0 + timedelta(seconds=10 * n), s.events)
+    exp = run.analysis.explanations["web/api-1"]
+    assert exp.fits_some_node and exp.quota == (VQ_SERVE,)
+    figures = QuotaBlock(VQ_SERVE, "nvidia.com/gpu", 2.0, 4.0, 4.0, 4.0, 0.0)
+    assert exp.quota_blocks == (figures,)
+    row = explanation_row("r", "web/api-1", exp, run.analysis.view.tasks["web/api-1"], T0)
+    assert (row["quota_blocker"], row["quota_used"], row["quota_limit"]) == (VQ_SERVE, 4.0, 4.0)
+
+
+def test_a_full_cluster_queue_without_a_cohort_opens_quota_exhausted() -> None:
+    got = check(full_cluster_queue_steps())
+    opened = got[1][0]
+    assert opened.scope == Scope.QUEUE and opened.evidence["cohort"] is None
+    assert opened.evidence["pending"] == {"nvidia.com/gpu": 2.0}  # the pod and its Workload: once
+    assert "4 of 4 used (nominal quota 4, no cohort to borrow from)" in opened.summary
+    run = Run()
+    for n, s in enumerate(full_cluster_queue_steps()[:2]):
+        run.step(T0 + timedelta(seconds=10 * n), s.events)
+    block = run.analysis.explanations["ml/infer-1"].quota_blocks
+    assert block == (QuotaBlock(CQ_SOLO, "nvidia.com/gpu", 2.0, 4.0, 4.0, 4.0, 0.0),)
+
+
+def test_cohort_and_namespace_findings_are_as_before() -> None:
+    """Borrowing and ResourceQuota scenarios open exactly what they did (``check`` holds each
+    step to its set), with the fingerprints the previous release gave them, and a queue that
+    may borrow is never called full."""
+    fingerprints = {
+        (s.kind, s.scope_id): s.fingerprint
+        for steps in (borrower_steps(), exhausted_steps())
+        for signals in check(steps)
+        for s in signals
+    }
+    assert fingerprints == {
+        (SignalKind.QUOTA_LENDER_BLOCKED, VQ_PROD): "4b2042824e8455fc",
+        (SignalKind.QUOTA_EXHAUSTED, "nlp"): "ec417a54e77521f3",
+    }

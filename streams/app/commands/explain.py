@@ -15,12 +15,15 @@ from streams.app.commands.sql import read_run
 from streams.app.console.errors import user_errors
 from streams.app.console.terminal import for_terminal
 from streams.app.lifecycle.history import open_history_to_read, store_settings
+from streams.app.queries.explained_row import explanation_json, quota_text, verdict
 from streams.app.queries.named_queries import QueryError
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
        fits_cluster_total, fits_some_node, unplaceable, reasons, near_misses, nodes_checked,
-       scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message, agrees, disagreement
+       scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message, agrees, disagreement,
+       quota_blocker, quota_resource, quota_requested, quota_used, quota_nominal, quota_limit,
+       quota_room
 FROM pending_explanations FINAL
 WHERE run_id = {run_id:String} AND pod = {pod:String}
 ORDER BY ts DESC
@@ -36,10 +39,13 @@ def explain(
         str | None, typer.Option(help="Run id; default: the latest finished run.")
     ] = None,
     store: Annotated[str | None, typer.Option(help="History store DSN (as for replay).")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stored explanation as one JSON object.")
+    ] = False,
 ) -> None:
     """Show the last stored explanation of a pending pod: what blocks it on how many nodes,
-    beside kube-scheduler's own verdict when it gave one, and the nodes closest to fitting it
-    with what they lack."""
+    the queue or quota that holds it with its figures, beside kube-scheduler's own verdict
+    when it gave one, and the nodes closest to fitting it with what they lack."""
     key = pod if "/" in pod else f"trace/{pod}"
     with user_errors():
         st = open_history_to_read(store_settings(store))
@@ -51,6 +57,9 @@ def explain(
                 "evaluation (bound at once), or the name is wrong"
             )
     row = dict(zip(res.columns, res.rows[0], strict=True))
+    if as_json:
+        typer.echo(json.dumps(explanation_json(row, run_id=run_id), sort_keys=True))
+        return
     console = Console()
     want = f"{row['cpu_milli']} mCPU, {row['memory_mib']} MiB"
     if row["gpu_count"]:
@@ -59,14 +68,12 @@ def explain(
         want += f" with {row['gpu_memory_mib']} MiB each (HAMi)"
     for profile, n in sorted(dict(row["mig"]).items()):
         want += f", {n} x MIG {profile}"
-    if row["unplaceable"]:
-        verdict = "fits the cluster's free total but no single node (fragmentation)"
-    elif row["fits_some_node"]:
-        verdict = "fits a node now; it was waiting for the scheduler"
-    else:
-        verdict = "does not fit even the cluster's free total (the cluster is full)"
     console.print(f"[bold]{key}[/bold] at {row['ts']} (run {run_id}): wants {want}")
-    console.print(f"verdict: {verdict}; {row['nodes_checked']} nodes checked")
+    said = escape(for_terminal(verdict(row), limit=400))
+    console.print(f"verdict: {said}; {row['nodes_checked']} nodes checked")
+    held = quota_text(row)
+    if held is not None:  # one line however narrow the terminal: it is what a reader greps for
+        console.print(escape(for_terminal(held, limit=400)), soft_wrap=True)
     console.print(_reasons_table(row))
     if row["scheduler_at"] is not None:
         console.print(_scheduler_lines(row))

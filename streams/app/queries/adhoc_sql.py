@@ -53,7 +53,7 @@ TABLE_NOTES: Mapping[str, str] = {
     "signals": "signals as they opened and resolved: one row per (fingerprint, opened_at, state)",
     "actions": "proposed or executed actions with their audit evidence",
     "pending_explanations": "why pending pods could not run, each time the pending queue was "
-    "evaluated, beside kube-scheduler's own verdict",
+    "evaluated, beside kube-scheduler's own verdict, with the queue holding each (quota_*)",
     "cluster_frag": "the cluster's fragmentation after each evaluation",
     "cluster_frag_1m": "per-minute rollup of cluster_frag (a plain view over the deduplicated "
     "table)",

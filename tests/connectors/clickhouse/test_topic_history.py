@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
+
 from connectors.clickhouse import Store
 from models import to_json
 from models.analysis import (
@@ -13,6 +15,7 @@ from models.analysis import (
     Explanation,
     InstantReport,
     NearMiss,
+    QuotaBlock,
 )
 from models.progress import SourceProgress
 from streams.app.sinks.topic_history import TELEMETRY_SEQ, HistoryRows
@@ -46,6 +49,9 @@ def report() -> InstantReport:
         near_misses=(NearMiss("gpu-node-1", (BlockReason.GPU_SHARE,), 0, 0, 1),),
         nodes_checked=2,
         quota=("ClusterQueue:team-a",),
+        quota_blocks=(
+            QuotaBlock("ClusterQueue:team-a", "nvidia.com/gpu", 2.0, 4.0, 4.0, None, 0.0),
+        ),
     )
     pending = task_profile("ml/waits", bound=False)
     return InstantReport(at=at(3), summary=SUMMARY, explanations={"ml/waits": (exp, pending)})
@@ -110,6 +116,16 @@ def test_a_report_survives_its_codec() -> None:
     assert decode_report(encode_report(empty)) == empty
 
 
+def test_a_report_of_the_previous_version_without_quota_figures_still_decodes() -> None:
+    body = orjson.loads(encode_report(report()))
+    exp = body["explanations"]["ml/waits"][0]
+    del exp["quota_blocks"]  # a worker not yet upgraded knows only the keys
+    older = decode_report(orjson.dumps(body)).explanations
+    assert older is not None
+    exp, _ = older["ml/waits"]
+    assert exp.quota == ("ClusterQueue:team-a",) and exp.quota_blocks == ()
+
+
 async def test_history_records_become_the_embedded_runners_rows_once(
     make_sink: SinkMaker, store: Store
 ) -> None:
@@ -136,6 +152,12 @@ async def test_history_records_become_the_embedded_runners_rows_once(
     (exp,) = store.query("SELECT pod, unplaceable, reasons FROM pending_explanations").rows
     assert (exp[0], exp[1]) == ("ml/waits", 1)
     assert dict(exp[2]) == {"gpu_share": 2, "cpu": 1}
+    # the quota holding the pod, as the embedded runner writes it (one explanation_row)
+    (held,) = store.query(
+        "SELECT quota_blocker, quota_used, quota_nominal, quota_limit, quota_room "
+        "FROM pending_explanations"
+    ).rows
+    assert tuple(held) == ("ClusterQueue:team-a", 4.0, 4.0, None, 0.0)
 
     tables = (*TABLES, "pending_explanations")
     first = {table: count(store, table) for table in tables}
