@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at
 
@@ -35,12 +38,21 @@ def _stored(dsn: str, run_id: object) -> list[tuple[str, str, str, str]]:
     return [(str(k), str(m), str(o), str(e)) for k, m, o, e in rows]
 
 
-def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(tmp_path: Path) -> None:
-    dsn = dsn_for(tmp_path / "st")
-    off = _replay(dsn, "off")
+@pytest.fixture(scope="module")
+def replays(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict[str, object]]]:
+    """The same replay without actions, as a dry run, and enforced, into one store."""
+    dsn = dsn_for(tmp_path_factory.mktemp("replay-actions") / "st")
+    return dsn, {mode: _replay(dsn, mode) for mode in ("off", "dry-run", "enforce")}
+
+
+def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(
+    replays: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    dsn, runs = replays
+    off = runs["off"]
     assert [off[k] for k in ACTION_KEYS] == [0, 0, 0, 0.0]
 
-    dry = _replay(dsn, "dry-run")
+    dry = runs["dry-run"]
     assert dry["actions_proposed"] > 0
     assert dry["actions_executed"] == 0 and dry["pending_made_placeable"] == 0
     assert dry["alloc_pct"] == off["alloc_pct"]  # nothing reached the simulated cluster
@@ -48,7 +60,7 @@ def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(tmp_path
     assert dry_rows and {mode for _, mode, _, _ in dry_rows} == {"dry_run"}
     assert {outcome for _, _, outcome, _ in dry_rows} <= {"proposed", "refused"}
 
-    enforced = _replay(dsn, "enforce")
+    enforced = runs["enforce"]
     assert enforced["actions_executed"] > 0
     assert enforced["pending_made_placeable"] > 0
     gain = enforced["allocated_gpu_pct_gain"]
@@ -63,6 +75,36 @@ def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(tmp_path
         proof = json.loads(evidence)["whatif"]
         assert proof["placeable_before"] is False and proof["placeable_after"] is True
     assert len({off["run_id"], dry["run_id"], enforced["run_id"]}) == 3
+
+
+def test_explain_shows_a_pending_pods_stored_fix_with_its_proof(
+    replays: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    """The cause and the proven fix on one screen: for a pod a dry run planned for (a reclaim,
+    and a consolidation where the run made one), `explain` names what the plan does, its
+    what-if and the gate's answer; `actions --pod` lists exactly that pod's plans."""
+    dsn, runs = replays
+    run_id = str(runs["dry-run"]["run_id"])
+    planned: dict[str, tuple[str, dict[str, Any]]] = {}
+    for kind, _, outcome, evidence in _stored(dsn, run_id):
+        ev = json.loads(evidence)
+        if outcome == "proposed" and kind not in planned:
+            planned[kind] = (str(ev["beneficiary"]), ev)
+    assert "reclaim" in planned
+    for kind, (pod, ev) in planned.items():
+        out = gpufrag(dsn, "explain", pod, "--run", run_id, timeout=300)
+        assert out.returncode == 0, out.stderr
+        text = " ".join(out.stdout.split())  # the console wraps long lines
+        assert "fix:" in text and "proposed (dry_run)" in text
+        assert "what-if: placeable before no, after yes" in text
+        first = ev["victims"][0]["pod"] if kind == "reclaim" else sorted(ev["moves"])[0]
+        assert first in text
+        listed = gpufrag(dsn, "actions", "--pod", pod, "--run", run_id, "--json", timeout=300)
+        assert listed.returncode == 0, listed.stderr
+        rows = json.loads(listed.stdout)["actions"]
+        assert rows and {r["evidence"]["beneficiary"] for r in rows} == {pod}
+        as_json = json.loads(gpufrag(dsn, "explain", pod, "--run", run_id, "--json").stdout)
+        assert any(f["kind"] == kind and f["outcome"] == "proposed" for f in as_json["fixes"])
 
 
 def test_help_says_actions_evaluate_pending_pods_at_every_change(tmp_path: Path) -> None:

@@ -36,7 +36,8 @@ SHOWN_RUN_IDS = 5
 MATCHING = (
     "run_id = {run_id:String} AND ({kind:String} = '' OR kind = {kind:String}) "
     "AND ({outcome:String} = '' OR outcome = {outcome:String}) "
-    "AND ({mode:String} = '' OR mode = {mode:String})"
+    "AND ({mode:String} = '' OR mode = {mode:String}) "
+    "AND ({pod:String} = '' OR JSONExtractString(evidence, 'beneficiary') = {pod:String})"
 )
 LATEST = (
     "SELECT run_id, id, kind, mode, outcome, target_scope, target, signal_fingerprint, reason, "
@@ -52,6 +53,8 @@ class Filters:
     """A built-in ``ActionKind`` or an extension's kind name."""
     outcome: ActionOutcome | None = None
     mode: ActionMode | None = None
+    pod: str | None = None
+    """The pending pod a plan was made for (its evidence's ``beneficiary``)."""
 
     def parameters(self, run_id: str) -> dict[str, object]:
         return {
@@ -59,11 +62,17 @@ class Filters:
             "kind": self.kind or "",
             "outcome": self.outcome.value if self.outcome else "",
             "mode": self.mode.value if self.mode else "",
+            "pod": self.pod or "",
         }
 
     def options(self) -> str:
         """The filters as the user typed them, so an empty answer says what it was asked."""
-        given = (("kind", self.kind), ("outcome", self.outcome), ("mode", self.mode))
+        given = (
+            ("kind", self.kind),
+            ("outcome", self.outcome),
+            ("mode", self.mode),
+            ("pod", self.pod),
+        )
         return " ".join(f"--{name} {value}" for name, value in given if value is not None)
 
 
@@ -276,6 +285,13 @@ def actions(
         ActionOutcome | None, typer.Option(help="Only actions with this outcome.")
     ] = None,
     mode: Annotated[ActionMode | None, typer.Option(help="Only actions in this mode.")] = None,
+    pod: Annotated[
+        str | None,
+        typer.Option(
+            help="Only plans made for this pending pod (namespace/name, or name: 'trace/' "
+            "is assumed)."
+        ),
+    ] = None,
     limit: Annotated[
         int, typer.Option(min=1, max=MAX_LIMIT, help="Show at most the latest N actions.")
     ] = 50,
@@ -288,7 +304,9 @@ def actions(
     """List the actions a run proposed or executed, with the evidence each was taken on, and
     a tally by kind and outcome. The default run is the latest (by start) that has actions,
     whatever its status: an action executed by a run that died still happened."""
-    filters = Filters(kind=kind, outcome=outcome, mode=mode)
+    if pod is not None and "/" not in pod:
+        pod = f"trace/{pod}"
+    filters = Filters(kind=kind, outcome=outcome, mode=mode, pod=pod)
     with user_errors(), open_history_to_read(store_settings(store)) as st:
         run_id, note = choose(st, run)
         rows = load(st, run_id, filters, limit=limit) if run_id is not None else []

@@ -17,6 +17,7 @@ from streams.app.console.terminal import for_terminal
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.explained_row import explanation_json, quota_text, verdict
 from streams.app.queries.named_queries import QueryError
+from streams.app.queries.pod_fixes import fix_line, fixes_for
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
@@ -56,9 +57,13 @@ def explain(
                 f"no pending record for {key} in run {run_id}: it was never pending at an "
                 "evaluation (bound at once), or the name is wrong"
             )
+        fixes, fix_counts = fixes_for(st, run_id, key)
     row = dict(zip(res.columns, res.rows[0], strict=True))
     if as_json:
-        typer.echo(json.dumps(explanation_json(row, run_id=run_id), sort_keys=True))
+        out = explanation_json(row, run_id=run_id)
+        out["fixes"] = [_fix_json(f) for f in fixes]
+        out["fix_counts"] = fix_counts
+        typer.echo(json.dumps(out, sort_keys=True, default=str))
         return
     console = Console()
     want = f"{row['cpu_milli']} mCPU, {row['memory_mib']} MiB"
@@ -93,6 +98,25 @@ def explain(
                 str(m["missing_gpus"]),
             )
         console.print(t)
+    console.print(_fix_lines(key, fixes, fix_counts))
+
+
+def _fix_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("id", "kind", "mode", "outcome", "target", "reason", "evidence")}
+
+
+def _fix_lines(key: str, fixes: list[dict[str, Any]], counts: dict[str, int]) -> str:
+    """The proven fix beside the cause: the plans stored for this pod, admitted first."""
+    if not fixes:
+        return (
+            "fix: no plan for this pod in this run (plans are stored when the run plans "
+            "actions: replay --actions dry-run or enforce; they are made for unplaceable "
+            "pods only)"
+        )
+    tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    lines = [f"fix: {tally} plan(s) for it; gpufrag actions --pod {key} lists them all"]
+    lines += [f"  {escape(for_terminal(fix_line(f), limit=600))}" for f in fixes]
+    return "\n".join(lines)
 
 
 def _reasons_table(row: dict[str, Any]) -> Table:
