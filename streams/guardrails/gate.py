@@ -158,8 +158,15 @@ class Gate:
     def check(self, c: Candidate) -> GateRefusal | None:
         """Whether ``c`` would be refused, taking nothing: a plan of several evictions asks
         for all of them first, since half a plan makes room for nobody."""
+        self.ledger.forget_before(c.at)
+        return self.refusal(c)
+
+    def refusal(self, c: Candidate) -> GateRefusal | None:
+        """``check`` without first dropping what expired: for the many questions a planner
+        asks at one instant (a search weighs up to 64 nodes x 16 pods, 1,024 of them), after
+        one ``ledger.forget_before`` at that instant. Expired entries never refuse, so the
+        answer is the same; only the scan of every cooldown per question is saved."""
         s, led = self.settings, self.ledger
-        led.forget_before(c.at)
         if s.mode == "off":
             return ModeOff()
         for check in FILTERS:
@@ -192,13 +199,24 @@ class Gate:
         replaces the real one only when every one went through, so two evictions of one plan
         cannot both count as the node's last slot. Returns each one's decision and the first
         refusal (None when all went through)."""
+        trial, decisions, first = self._trial(cands)
+        if first is None:
+            self.ledger = trial.ledger
+        return decisions, first
+
+    def check_all(self, cands: list[Candidate]) -> GateRefusal | None:
+        """The first refusal ``admit_all`` would meet for these actions now, taking nothing:
+        what a planner asks of a victim set before it proposes it, so the set it proposes is
+        one the gate admits (two evictions each allowed alone may still pass a node's or a
+        namespace's limit together)."""
+        return self._trial(cands)[2]
+
+    def _trial(self, cands: list[Candidate]) -> tuple[Gate, list[Decision], GateRefusal | None]:
         trial = Gate(self.settings)
         trial.ledger = copy.deepcopy(self.ledger)
         decisions = [trial.admit(c) for c in cands]
         first = next((d.refused for d in decisions if d.refused is not None), None)
-        if first is None:
-            self.ledger = trial.ledger
-        return decisions, first
+        return trial, decisions, first
 
     def _take(self, c: Candidate) -> None:
         s, led = self.settings, self.ledger

@@ -33,8 +33,10 @@ from streams.guardrails.gate import Candidate, Gate
 from streams.guardrails.gate_refusals import GateRefusal
 from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
+from streams.planners.gate_preview import GatePreview, eviction_candidate
 from streams.planners.plan import Plan, Planner, StatefulPlanner
 from streams.planners.planner_registry import PLANNERS, PlannerInputs
+from streams.planners.rehearsal import Rehearsal
 
 __all__ = ["Acting", "ActingOutput", "SignalsAt"]
 
@@ -74,7 +76,19 @@ class Acting:
         self.settings = planners
         self.guardrails = guardrails
         self.gate = Gate(guardrails)
-        inputs = PlannerInputs(settings=planners, guardrails=guardrails, held=HeldCache())
+        self.preview = GatePreview(self.gate)
+        """The same gate, asked by the searching planners before they propose."""
+        self.rehearsal = Rehearsal()
+        """In dry-run, the plans admitted so far, counted as done in the planners' copy of
+        the capacity for the pod cooldown, as enforce would have left the cluster (empty in
+        enforce: there the view itself shows what was done)."""
+        inputs = PlannerInputs(
+            settings=planners,
+            guardrails=guardrails,
+            held=HeldCache(),
+            preview=self.preview,
+            rehearsal=self.rehearsal,
+        )
         self.planners: dict[str, Planner] = {}
         """The enabled planners by name, in the order ``enabled`` lists them."""
         self.routes: dict[str, list[Planner]] = {}
@@ -124,6 +138,8 @@ class Acting:
         self.advance(at)
         if not self.on:
             return []
+        self.preview.move_to(at)
+        self.rehearsal.forget_before(at)
         out: list[ActingOutput] = []
         for signal in signals:
             try:
@@ -133,7 +149,7 @@ class Acting:
                 log.exception("planning for signal %s failed", signal.fingerprint)
                 continue
             if plan is not None:
-                out += self._decide(plan, at)
+                out += self._decide(plan, at, view)
         return out
 
     def _plan(self, signal: Signal, view: ClusterView, at: datetime) -> Plan | None:
@@ -151,7 +167,7 @@ class Acting:
                 return plan
         return None
 
-    def _decide(self, plan: Plan, at: datetime) -> list[ActingOutput]:
+    def _decide(self, plan: Plan, at: datetime, view: ClusterView) -> list[ActingOutput]:
         plan_id = _plan_id(plan, at)
         requests = _requests(plan, plan_id)
         asked = ActionMode.ENFORCE if self.guardrails.mode == "enforce" else ActionMode.DRY_RUN
@@ -171,6 +187,10 @@ class Acting:
         mode = ActionMode.ENFORCE
         if any(d.mode is not ActionMode.ENFORCE for d in decisions):
             mode = ActionMode.DRY_RUN  # dry-run, or enforce held back by the open breaker
+        if self.guardrails.mode == "dry-run":
+            # as done, for the window in which the gate would refuse its victims anyway
+            span = self.guardrails.cooldown_pod_s
+            self.rehearsal.record(plan, view, at=at, span_s=span)
         out = self._records(plan, requests, [mode] * len(requests), None, at)
         if mode is ActionMode.ENFORCE:
             out += [r.model_copy(update={"mode": ActionMode.ENFORCE}) for r in requests]
@@ -208,8 +228,11 @@ class Acting:
         return out
 
     def snapshot(self) -> dict[str, object]:
-        """The whole state: ``gate``, and each stateful planner's under its name."""
+        """The whole state: ``gate``, ``rehearsal`` (a dry run's admitted plans, while any
+        is in its window), and each stateful planner's under its name."""
         out: dict[str, object] = {"gate": self.gate.snapshot()}
+        if self.rehearsal.entries:
+            out["rehearsal"] = self.rehearsal.to_json()
         for name, planner in self.planners.items():
             if isinstance(planner, StatefulPlanner):
                 out[name] = planner.snapshot()
@@ -219,6 +242,7 @@ class Acting:
         gate = raw.get("gate")
         if isinstance(gate, dict):
             self.gate.restore(gate)
+        self.rehearsal.restore(raw.get("rehearsal", []))
         for name, planner in self.planners.items():
             if isinstance(planner, StatefulPlanner) and name in raw:
                 planner.restore(raw[name])
@@ -266,15 +290,11 @@ def _requests(plan: Plan, plan_id: str) -> list[ActionRequest]:
 def _candidate(plan: Plan, request: ActionRequest, at: datetime) -> Candidate:
     if isinstance(request, EvictPod):
         task = next(t for t in plan.evictions if t.key == request.target)
-        return Candidate(
+        return eviction_candidate(
+            task,
             action_id=request.id,
             kind=plan.kind,
             at=at,
-            pod=task.key,
-            node=task.node,
-            job=None if task.gang is None else f"{task.key.split('/', 1)[0]}/{task.gang.name}",
-            labels=task.labels,
-            priority=task.priority,
             beneficiary_priority=plan.beneficiary_priority,
             signal=plan.signal.fingerprint,
         )

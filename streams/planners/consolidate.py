@@ -19,8 +19,7 @@ from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
 from streams.planners.planner_registry import register_planner
-from streams.planners.reclaim import pending_of
-from streams.planners.search import Found, Searching, fewest
+from streams.planners.search import Found, GateAsked, Searching, fewest
 from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 
 __all__ = ["Consolidate"]
@@ -34,34 +33,39 @@ class Consolidate(Searching):
     name = "consolidate"
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
-        members = pending_of(signal, view)
+        members = self.pending(signal, view)
         if len(members) != 1:  # a gang needs several freed nodes: reclaim plans those
             return None
         task = members[0]
         if task.requests.gpu_count == 0 or not simple_request(task.requests):
             return None
-        scratch = Scratch(view)
+        scratch = self.scratch(view)
         if scratch.placeable(task).any():
             return None
         elsewhere = Elsewhere(scratch)
         rooms, pools = self._candidates(task, scratch)
         moves: dict[str, JsonValue] = {}
+        lands: list[tuple[TaskProfile, str]] = []
         tries = [0]
+        # a move asks no priority gap: the gate is asked without a beneficiary priority
+        gate = GateAsked(self.preview, kind=ActionKind.CONSOLIDATE, beneficiary_priority=None)
 
         def accept(found: Found) -> bool:
+            if tries[0] >= MAX_PROOFS or not gate.admits([h.task for h in found.chosen]):
+                return False  # the gate first: a refused set is not worth a whole-cluster proof
             tries[0] += 1
-            if tries[0] > MAX_PROOFS:
-                return False
             trial = scratch.copy()
             found.after.write(trial.free)
             trial.place(task, found.slot)
             moves.clear()
+            lands[:] = [(task, view.index.names[found.slot] or "")]
             for h in sorted(found.chosen, key=lambda h: -h.task.requests.total_gpu_milli):
                 to = trial.best_fit(h.task, exclude=frozenset({found.slot}))
                 if to is None:
                     return False
                 trial.place(h.task, to)
                 moves[h.key] = view.index.names[to] or ""
+                lands.append((h.task, view.index.names[to] or ""))
             return True
 
         def score(slot: int, combo: tuple[Held, ...], after: NodeRoom) -> tuple[object, ...]:
@@ -100,7 +104,9 @@ class Consolidate(Searching):
             ),
             evictions=tuple(h.task for h in found.chosen),
             beneficiary=task.key,
+            lands=tuple(lands),
             evidence={
+                **gate.evidence(),
                 "beneficiary": task.key,
                 "node": node,
                 "moves": dict(moves),
@@ -118,6 +124,8 @@ class Consolidate(Searching):
         return self.candidates(
             task,
             scratch,
+            kind=ActionKind.CONSOLIDATE,
+            beneficiary_priority=None,
             quotas=quotas_of(scratch.view),
             keep=lambda h: (
                 h.task.priority <= task.priority

@@ -36,6 +36,10 @@ class Plan:
     """Set where the plan preempts, so the gate checks the priority gap (a consolidation
     moves pods rather than ending them, and leaves it None)."""
     evidence: dict[str, JsonValue] = field(default_factory=dict)
+    lands: tuple[tuple[TaskProfile, str], ...] = ()
+    """Pods the plan's proof places once it is done, each with its node (the pending pod; a
+    consolidation's movers too): what a dry run counts as taken while it rehearses the plan
+    (``rehearsal.py``). Empty: the plan places nothing that it can name."""
 
 
 class Planner(Protocol):

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from models.component_registry import Registry
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.planners.candidates import HeldCache
+from streams.planners.gate_preview import GatePreview
 from streams.planners.plan import Planner
+from streams.planners.rehearsal import Rehearsal
 
 __all__ = ["PLANNERS", "PlannerEntry", "PlannerInputs", "register_planner"]
 
-RESERVED = frozenset({"gate"})
-"""Names a planner may not take: ``Acting.snapshot`` keeps the gate's state under it."""
+RESERVED = frozenset({"gate", "rehearsal"})
+"""Names a planner may not take: ``Acting.snapshot`` keeps the gate's state and the dry
+run's rehearsed plans under them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +35,11 @@ class PlannerInputs:
     held: HeldCache
     """Each node's held pods, one cache for every planner that searches them (a walk of a
     thousand nodes per plan otherwise)."""
+    preview: GatePreview
+    """The gate ``Acting`` admits through, asked at the instant being planned: a planner
+    proposes only what it would admit."""
+    rehearsal: Rehearsal
+    """In a dry run, the plans admitted so far counted as done (empty otherwise)."""
 
 
 Build = Callable[[PlannerInputs], Planner]

@@ -1,6 +1,7 @@
 """Reclaim: evict the fewest lower-priority pods so a pending higher-priority pod or gang runs.
 
-Victims must sit at least ``min_priority_gap`` below the pod they make room for. Among plans
+Victims must sit at least ``min_priority_gap`` below the pod they make room for (the gate's
+own rule, asked through ``Searching.candidates``, as are its cooldowns and rates). Among plans
 with equally few victims, those that give back borrowed quota come first, then Volcano's
 preemptable pods, then the lowest priorities, then the plan leaving the least fragmentation
 on its node (the FGD measure, after the pending pod is placed there). A gang's members are
@@ -18,46 +19,35 @@ from streams.cluster.view import ClusterView
 from streams.planners.candidates import Held, quotas_of
 from streams.planners.plan import Plan
 from streams.planners.planner_registry import register_planner
-from streams.planners.search import Found, Searching, fewest
+from streams.planners.search import Found, GateAsked, Searching, fewest
 from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
 
-__all__ = ["Reclaim", "pending_of"]
-
-
-def pending_of(signal: Signal, view: ClusterView) -> list[TaskProfile]:
-    """The pending pod an unplaceable signal names, or its gang's pending members."""
-    if signal.kind != SignalKind.UNPLACEABLE_PENDING or signal.state != "open":
-        return []
-    if "/gang:" not in signal.scope_id:
-        task = view.tasks.get(signal.scope_id)
-        return [task] if task is not None and task.key in view.pending else []
-    namespace, gang = signal.scope_id.split("/gang:", 1)
-    members = [
-        view.tasks[k]
-        for k in sorted(view.pending)
-        if k.startswith(f"{namespace}/")
-        and (g := view.tasks[k].gang) is not None
-        and g.name == gang
-    ]
-    return sorted(members, key=lambda t: (-t.requests.total_gpu_milli, t.key))
+__all__ = ["Reclaim"]
 
 
 class Reclaim(Searching):
     name = "reclaim"
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
-        members = pending_of(signal, view)
+        members = self.pending(signal, view)
         if not members or not all(simple_request(t.requests) for t in members):
             return None
-        scratch = Scratch(view)
+        scratch = self.scratch(view)
         quotas = quotas_of(view)
         needed = _needed(signal, len(members))
+        # the gate checks the gap against the plan's least priority: ask about the same one
+        gate = GateAsked(
+            self.preview,
+            kind=ActionKind.RECLAIM,
+            beneficiary_priority=min(t.priority for t in members),
+        )
         victims: list[Held] = []
         placed: dict[str, JsonValue] = {}
+        lands: list[tuple[TaskProfile, str]] = []
         for task in members[:needed]:
             slot = scratch.best_fit(task)
             if slot is None:
-                found = self._victims(task, scratch, quotas, {h.key for h in victims})
+                found = self._victims(task, scratch, quotas, victims, gate)
                 if found is None:
                     return None
                 found.after.write(scratch.free)
@@ -67,25 +57,29 @@ class Reclaim(Searching):
                     return None
             scratch.place(task, slot)
             placed[task.key] = view.index.names[slot] or ""
+            lands.append((task, view.index.names[slot] or ""))
         if not victims:
             return None  # it fits without evicting anyone now: nothing to do
-        return self._plan(signal, members, victims, placed)
+        return self._plan(signal, members, victims, placed, lands=lands, gate=gate)
 
     def _victims(
-        self, task: TaskProfile, scratch: Scratch, quotas: QueueView | None, taken: set[str]
+        self,
+        task: TaskProfile,
+        scratch: Scratch,
+        quotas: QueueView | None,
+        taken: list[Held],
+        gate: GateAsked,
     ) -> Found | None:
         s = self.settings
-        ceiling = task.priority - self.guardrails.min_priority_gap
         gang = None if task.gang is None else task.gang.name
         rooms, pools = self.candidates(
             task,
             scratch,
+            kind=ActionKind.RECLAIM,
+            beneficiary_priority=gate.beneficiary_priority,
             quotas=quotas,
-            skip=frozenset(taken),
-            keep=lambda h: (
-                h.task.priority <= ceiling
-                and (gang is None or h.task.gang is None or h.task.gang.name != gang)
-            ),
+            skip=frozenset(h.key for h in taken),
+            keep=lambda h: gang is None or h.task.gang is None or h.task.gang.name != gang,
             order=lambda h: (not h.borrower, not h.task.preemptible, h.task.priority),
         )
 
@@ -101,7 +95,14 @@ class Reclaim(Searching):
             )
 
         return fewest(
-            rooms, pools, task.requests, most=s.max_victims, score=score, budget=s.search_budget
+            rooms,
+            pools,
+            task.requests,
+            most=s.max_victims,
+            score=score,
+            # the whole plan so far with this set: the gate admits a plan whole or not at all
+            accept=lambda f: gate.admits([h.task for h in (*taken, *f.chosen)]),
+            budget=s.search_budget,
         )
 
     def _plan(
@@ -110,8 +111,12 @@ class Reclaim(Searching):
         members: list[TaskProfile],
         victims: list[Held],
         placed: dict[str, JsonValue],
+        *,
+        lands: list[tuple[TaskProfile, str]],
+        gate: GateAsked,
     ) -> Plan:
         first = members[0]
+
         who = signal.scope_id
         return Plan(
             kind=ActionKind.RECLAIM,
@@ -123,7 +128,9 @@ class Reclaim(Searching):
             evictions=tuple(h.task for h in victims),
             beneficiary=who,
             beneficiary_priority=min(t.priority for t in members),
+            lands=tuple(lands),
             evidence={
+                **gate.evidence(),
                 "beneficiary": who,
                 "beneficiary_priority": min(t.priority for t in members),
                 "victims": [

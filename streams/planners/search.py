@@ -13,22 +13,74 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Self
 
-from models import ResourceRequest, TaskProfile
+from pydantic import JsonValue
+
+from models import ResourceRequest, Signal, TaskProfile
+from models.actions import ActionKindName
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster.queues import QueueView
+from streams.cluster.view import ClusterView
 from streams.fragmentation.pending import hard_blocked
-from streams.planners.candidates import Held, HeldCache, evictable, held_on
+from streams.planners.candidates import Held, HeldCache, held_on
+from streams.planners.gate_preview import GatePreview
+from streams.planners.pending_members import pending_of
 from streams.planners.planner_registry import PlannerInputs
+from streams.planners.rehearsal import Rehearsal
 from streams.planners.trial_capacity import NodeRoom, Scratch, could_host
 
-__all__ = ["Found", "Searching", "fewest"]
+__all__ = ["MAX_REFUSED_SETS", "Found", "GateAsked", "Searching", "fewest"]
 
 Score = tuple[object, ...]
 
+MAX_REFUSED_SETS = 8
+"""Victim sets the gate may refuse in one search before it gives up (no plan; the signal's
+next planning tries again). Every victim the search weighs has already passed the gate alone
+(cooldowns and rates included), so a set is refused only for a rate two or more of its pods
+pass together: the node limit (2 per window) or the namespace one (5). Past 8 refusals the
+limit is nearly used up for every set of that size, and each further try costs a copy of the
+ledger (tens of microseconds) for a plan the next instant may well find anyway."""
+
+
+class GateAsked:
+    """Counts the victim sets a search offered the gate and the ones it refused."""
+
+    def __init__(
+        self,
+        preview: GatePreview,
+        *,
+        kind: ActionKindName,
+        beneficiary_priority: int | None,
+        most: int = MAX_REFUSED_SETS,
+    ) -> None:
+        self.preview = preview
+        self.kind = kind
+        self.beneficiary_priority = beneficiary_priority
+        self.most = most
+        self.refused = 0
+
+    def admits(self, tasks: list[TaskProfile]) -> bool:
+        """Whether the gate would admit evicting ``tasks`` as one plan now. Past ``most``
+        refusals every answer is no, so the search ends without a plan."""
+        if self.refused >= self.most:
+            return False
+        refusal = self.preview.victims(
+            tasks, kind=self.kind, beneficiary_priority=self.beneficiary_priority
+        )
+        if refusal is None:
+            return True
+        self.refused += 1
+        return False
+
+    def evidence(self) -> dict[str, JsonValue]:
+        """For the plan's evidence: how many cheaper sets the gate would have refused before
+        this one (nothing when none), so the trail shows a plan is a second choice."""
+        return {"gate_refused_sets": self.refused} if self.refused else {}
+
 
 class Searching:
-    """What the planners that search for pods to evict share: their bounds, the guardrails
-    they pre-filter by, and the nodes' held pods (one cache for both, see ``HeldCache``)."""
+    """What the planners that search for pods to evict share: their bounds, the gate they
+    ask before proposing (``GatePreview``), the dry run's rehearsed plans, and the nodes'
+    held pods (one cache for both, see ``HeldCache``)."""
 
     def __init__(
         self,
@@ -36,41 +88,75 @@ class Searching:
         settings: PlannerSettings,
         guardrails: GuardrailSettings,
         cache: HeldCache | None = None,
+        preview: GatePreview | None = None,
+        rehearsal: Rehearsal | None = None,
     ) -> None:
         self.settings = settings
         self.guardrails = guardrails
         self.cache = cache or HeldCache()
+        self.preview = preview or GatePreview.standalone(guardrails)
+        self.rehearsal = rehearsal or Rehearsal()
 
     @classmethod
     def of(cls, inputs: PlannerInputs) -> Self:
-        """The registry's builder: one held-pods cache for every searching planner."""
-        return cls(settings=inputs.settings, guardrails=inputs.guardrails, cache=inputs.held)
+        """The registry's builder: one held-pods cache, one gate preview and one rehearsal
+        for every searching planner."""
+        return cls(
+            settings=inputs.settings,
+            guardrails=inputs.guardrails,
+            cache=inputs.held,
+            preview=inputs.preview,
+            rehearsal=inputs.rehearsal,
+        )
+
+    def pending(self, signal: Signal, view: ClusterView) -> list[TaskProfile]:
+        """The pending pods ``signal`` names, less those a rehearsed plan already placed."""
+        return [t for t in pending_of(signal, view) if not self.rehearsal.landed(t.key)]
+
+    def scratch(self, view: ClusterView) -> Scratch:
+        """A copy of the free capacity to plan on, with the rehearsed plans counted as done."""
+        scratch = Scratch(view)
+        self.rehearsal.apply(scratch)
+        return scratch
 
     def candidates(
         self,
         task: TaskProfile,
         scratch: Scratch,
         *,
+        kind: ActionKindName,
+        beneficiary_priority: int | None,
         quotas: QueueView | None,
         keep: Callable[[Held], bool],
         order: Callable[[Held], tuple[int | str, ...]],
         skip: frozenset[str] = frozenset(),
     ) -> tuple[dict[int, NodeRoom], dict[int, list[Held]]]:
         """Per node a search visits for ``task`` (the ``search_nodes`` nearest to fitting
-        it), the node's room and the pods that may leave it: held there, not in ``skip``,
-        evictable by the gate's rules, kept by the planner's own ``keep``, in its ``order``,
-        at most ``max_candidates_per_node``. Nodes with no such pod are left out."""
+        it), the node's room and the pods that may leave it: held there, not in ``skip`` nor
+        evicted by a rehearsed plan, kept by the planner's own ``keep``, that the gate would
+        let a ``kind`` plan for ``beneficiary_priority`` evict now (protection, priority gap,
+        cooldowns, rates: its own filters, asked through the preview), in the planner's
+        ``order``, at most ``max_candidates_per_node``. Nodes with no such pod are left
+        out."""
         s = self.settings
+        skip = skip | self.rehearsal.gone()
         blocked = hard_blocked(scratch.index, task)
         rooms: dict[int, NodeRoom] = {}
         pools: dict[int, list[Held]] = {}
+
+        def allowed(h: Held) -> bool:
+            return (
+                self.preview.victim(h.task, kind=kind, beneficiary_priority=beneficiary_priority)
+                is None
+            )
+
         for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
             name = scratch.index.names[slot] or ""
             room = scratch.room(slot)
             if room is None:
                 continue
             held = held_on(scratch.view, name, quotas=quotas, skip=skip, cache=self.cache)
-            pool = [h for h in held if keep(h) and evictable(h.task, self.guardrails)]
+            pool = [h for h in held if keep(h) and allowed(h)]
             if pool:
                 pool.sort(key=order)
                 rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]

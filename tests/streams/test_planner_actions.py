@@ -94,7 +94,7 @@ def test_dry_run_records_proposals_and_hands_nothing_to_the_actuator() -> None:
     assert record.evidence["moves"] == {"ml/s1": "b"}
 
 
-def test_enforce_hands_the_eviction_on_and_a_limit_refuses_the_whole_plan() -> None:
+def test_enforce_hands_the_eviction_on_and_a_limit_leaves_nothing_to_propose() -> None:
     p, signals = build({"a": 2, "b": 2}, _consolidation_cluster())
     out = _acting("enforce").on_signals(T0, signals, p.cluster.view)
     records = [o for o in out if isinstance(o, Action)]
@@ -103,7 +103,13 @@ def test_enforce_hands_the_eviction_on_and_a_limit_refuses_the_whole_plan() -> N
     assert [(r.namespace, r.name, r.mode) for r in requests] == [("ml", "s1", ActionMode.ENFORCE)]
     assert requests[0].id == records[0].id
 
-    refused = _acting("enforce", max_evictions_node=0).on_signals(T0, signals, p.cluster.view)
+    # the planners ask the gate first: a node whose limit is used up offers no victim, so
+    # no plan the gate would refuse is built (a planner that does not ask, the aggressor's,
+    # is still refused whole, below)
+    limited = _acting("enforce", max_evictions_node=0)
+    assert limited.on_signals(T0, signals, p.cluster.view) == []
+    storm = _storm("ml/s1", ["ml/s2", "ml/s3"])
+    refused = limited.on_signals(T0, [storm], p.cluster.view)
     assert [type(o) for o in refused] == [Action]
     assert isinstance(refused[0], Action) and refused[0].outcome is ActionOutcome.REFUSED
     assert "node:a had 0 evictions in 600 s already" in str(refused[0].evidence["refused"])
