@@ -26,7 +26,8 @@ from tests.deploy.dashboard_queries import (
 from tests.deploy.metric_names import CONTRACT, EXPORTED, defined_in_source, metric_names
 from tests.deploy.promtool import promtool
 
-pytestmark = pytest.mark.deploy
+# one worker under pytest-xdist: the module-scoped fixture is made once
+pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("test_dashboard")]
 
 REPLAY = ("replay", "--node-limit", "60", "--actions", "dry-run", "--inject-oom-storms", "2")
 """60 nodes: the run has every table the panels read (signals of four kinds, dry-run actions,

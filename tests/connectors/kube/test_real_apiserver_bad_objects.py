@@ -16,7 +16,10 @@ from models.refusal import Refusal
 from tests.connectors.kube.helpers import Collector, kube_settings
 from tests.connectors.kube.real_apiserver import NODES, PODS, Nodes, Pods, sample, until, watching
 
-pytestmark = pytest.mark.apiserver
+# one worker under pytest-xdist, one test at a time: compacting etcd (test_relist_after_410...)
+# makes any pod watch reopened from an older resourceVersion answer 410 Gone, which these
+# files' tests count as a re-list
+pytestmark = [pytest.mark.apiserver, pytest.mark.xdist_group("etcd-compaction")]
 
 ABSURD_CPU = "100000000000000000"
 
