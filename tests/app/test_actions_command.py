@@ -20,9 +20,6 @@ from models.signals import Scope
 from streams.app.lifecycle.runs import FINISHED, run_row
 from tests.app.pipeline_helpers import dsn_for, store_at
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_actions_command")
-
 STARTED = datetime(2026, 12, 1, 21, 0, tzinfo=UTC)
 # A replay stamps actions with the trace's event time, years before its run started.
 EVENT_TIME = datetime(2023, 7, 1, tzinfo=UTC)

@@ -25,9 +25,6 @@ import pytest
 
 from tests.app.kubectl_snapshot import FIXTURE, edited
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_inspect")
-
 DCGM_MIG = Path(__file__).resolve().parents[1] / "connectors" / "dcgm" / "fixtures" / "mig_a100.txt"
 
 

@@ -25,9 +25,6 @@ from tests.app.pipeline_helpers import (
 )
 from tests.app.reference_replay import NODE_LIMIT, operator_signals
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_replay_pipeline")
-
 TABLES = (
     "events",
     "node_profiles",

@@ -22,9 +22,6 @@ from streams.app.queries.adhoc_sql import run_adhoc
 from streams.app.queries.named_queries import QueryError
 from tests.app.sql_probe import Probe, Snapshot, probe_in, store_snapshot
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_sql_fuzz")
-
 LIMITS = SqlSettings(max_execution_time_s=5.0, max_result_rows=1000)
 
 FRAGMENTS = [

@@ -19,9 +19,6 @@ from streams.app.queries.adhoc_sql import run_adhoc
 from streams.app.queries.named_queries import QueryError
 from tests.app.sql_probe import Probe, Snapshot, probe_in, store_snapshot
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_sql_hostile")
-
 LIMITS = SqlSettings()
 MULTI = "more than one statement"
 OUTFILE = "INTO OUTFILE"

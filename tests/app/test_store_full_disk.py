@@ -23,9 +23,6 @@ from streams.app.lifecycle.run_record import RUN_TABLES
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag_env, store_at
 from tests.small_disk import SmallDisk, small_disk_at
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_store_full_disk")
-
 NODES = "300"
 DISK_SIZE = "6m"
 KEEP_FREE_MIB = "2"

@@ -14,9 +14,6 @@ import pytest
 from tests.app.pipeline_helpers import dsn_for, gpufrag
 from tests.paths import TRACE_DIR
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_trace_bad_input")
-
 NODE_LIST = TRACE_DIR / "openb_node_list_gpu_node.csv"
 POD_LIST = TRACE_DIR / "openb_pod_list_default.csv"
 

@@ -11,9 +11,6 @@ import pytest
 from tests.app.pipeline_helpers import count, dsn_for, gpufrag, store_at
 from tests.paths import TRACE_DIR
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_trace_skip_bad_rows")
-
 ABSURD_NODE = "absurd,96000,393216,1000000000,G2"
 BAD_CPU = "bad-cpu,99999999999,8192,1,500,,LS,Running,10,20,11"
 BAD_QOS = "bad-qos,4000,8192,1,500,,Platinum,Running,10,20,11"

@@ -12,9 +12,6 @@ import pytest
 
 from tests.app.pipeline_helpers import dsn_for, gpufrag
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_whatif")
-
 KEYS = (
     "recorded_alloc_pct",
     "whatif_alloc_pct",

@@ -13,12 +13,7 @@ import pytest
 from tests.deploy.chart import VALUE_SETS, Helm
 from tests.deploy.kube_http import Kube
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = [
-    pytest.mark.deploy,
-    pytest.mark.apiserver,
-    pytest.mark.xdist_group("test_chart_apiserver"),
-]
+pytestmark = [pytest.mark.deploy, pytest.mark.apiserver]
 
 CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding")
 

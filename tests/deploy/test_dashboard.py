@@ -26,8 +26,7 @@ from tests.deploy.dashboard_queries import (
 from tests.deploy.metric_names import CONTRACT, EXPORTED, defined_in_source, metric_names
 from tests.deploy.promtool import promtool
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("test_dashboard")]
+pytestmark = pytest.mark.deploy
 
 REPLAY = ("replay", "--node-limit", "60", "--actions", "dry-run", "--inject-oom-storms", "2")
 """60 nodes: the run has every table the panels read (signals of four kinds, dry-run actions,

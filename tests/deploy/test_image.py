@@ -16,8 +16,7 @@ from tests.deploy.dockerfile import exec_form, final_stage, pairs
 from tests.deploy.oci_image import Image, build_and_unpack, run_in
 from tests.paths import REPO_ROOT
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = [pytest.mark.deploy, pytest.mark.xdist_group("test_image")]
+pytestmark = pytest.mark.deploy
 
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
     "version"

@@ -29,9 +29,6 @@ from models import (
 from streams.profiles.operators import ProfileJoin
 from tests.connectors.gpu.readings import H200_DIR, reading_of
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_nvml_mapping")
-
 AT = datetime(2026, 11, 29, 22, 40, tzinfo=UTC)
 
 

@@ -36,9 +36,6 @@ from tests.connectors.gpu.kubelet_fake import (
 )
 from tests.connectors.gpu.readings import h200_nvml, reading_of
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_sampler_attribution")
-
 
 class FakeNvml:
     def __init__(self, readings: list[NvmlReading]) -> None:

@@ -31,9 +31,6 @@ from models.gpu import MILLI_PER_GPU
 from models.refusal import Refusal
 from tests.fuzzing import fuzz
 
-# one worker under pytest-xdist: the module-scoped fixture is made once
-pytestmark = pytest.mark.xdist_group("test_trace_fuzz")
-
 SETTINGS = TraceSettings(max_line_bytes=16_384)
 """A line cap the generated rows meet both ways (a 5,000-digit cell fits, 20,000 x's do not)."""
 SECONDS_MAX = int((TIME_MAX - SETTINGS.start).total_seconds())
