@@ -31,8 +31,7 @@ def _env(name: str) -> str:
 
 def _readable(path: str, setting: str, what: str) -> None:
     try:
-        with open(path, "rb"):
-            pass
+        open(path, "rb").close()  # only whether it opens
     except OSError as exc:
         raise KafkaSecurityError(
             f"TLS {what} {path} ({_env(setting)}) cannot be read: {exc.strerror or exc}"

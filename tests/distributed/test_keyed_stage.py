@@ -60,13 +60,13 @@ class _Logic:
         self.applied.append(str(item))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        pass
+        """Each item is whole once applied: nothing to settle."""
 
     async def report(self, p: int, upto: datetime) -> None:
-        pass
+        """No stage downstream."""
 
     def reset(self) -> None:
-        pass
+        """No operator state beside what ``applied`` records for the test."""
 
 
 async def _rejected(event: Any, reason: str) -> None:
