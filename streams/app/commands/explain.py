@@ -109,9 +109,11 @@ def _fix_lines(key: str, fixes: list[dict[str, Any]], counts: dict[str, int]) ->
     """The proven fix beside the cause: the plans stored for this pod, admitted first."""
     if not fixes:
         return (
-            "fix: no plan for this pod in this run (plans are stored when the run plans "
-            "actions: replay --actions dry-run or enforce; they are made for unplaceable "
-            "pods only)"
+            "fix: no plan stored for this pod in this run: the run planned no actions "
+            "(replay --actions dry-run or enforce), the pod was never unplaceable (plans are "
+            "made for unplaceable pods only), or no victim passed the guardrails (protected "
+            "namespaces, priority gap, cooldowns, limits: the planners ask the gate first, and "
+            "what it turns away before a plan exists is not recorded per pod)"
         )
     tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
     lines = [f"fix: {tally} plan(s) for it; gpufrag actions --pod {key} lists them all"]
