@@ -154,7 +154,9 @@ def _rejecter(dlq: Any, counters: StageCounters) -> Reject:
     return reject
 
 
-def _on_revoked(app: faust.App, stages: dict[str, KeyedStage], name: dict[str, str]) -> None:
+def _forget_on_revoke_and_rewind(
+    app: faust.App, stages: dict[str, KeyedStage], name: dict[str, str]
+) -> None:
     """Revoked partitions' held input goes to their next owner, and partitions the consumer
     read again from their start (``transport.py``) are read afresh: each stage forgets what it
     held for them."""
@@ -233,7 +235,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         )
         for logic, t in zip(logics, tables.values(), strict=True)
     }
-    _on_revoked(app, stages, name)
+    _forget_on_revoke_and_rewind(app, stages, name)
 
     @app.agent(topic(topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS))
     async def task_agent(stream: Any) -> AsyncIterator[None]:

@@ -23,7 +23,7 @@ from rich.text import Text
 from connectors.clickhouse.store import Store
 from models.actions import ACTION_KIND_PATTERN, ActionKind, ActionMode, ActionOutcome
 from streams.app.console.errors import user_errors
-from streams.app.console.options import JsonOption, StoreOption
+from streams.app.console.options import JsonOption, StoreOption, pod_key
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.lifecycle.runs import RunChoice, StoredRun
 from streams.app.queries.named_queries import QueryError
@@ -304,9 +304,9 @@ def actions(
     """List the actions a run proposed or executed, with the evidence each was taken on, and
     a tally by kind and outcome. The default run is the latest (by start) that has actions,
     whatever its status: an action executed by a run that died still happened."""
-    if pod is not None and "/" not in pod:
-        pod = f"trace/{pod}"
-    filters = Filters(kind=kind, outcome=outcome, mode=mode, pod=pod)
+    filters = Filters(
+        kind=kind, outcome=outcome, mode=mode, pod=None if pod is None else pod_key(pod)
+    )
     with user_errors(), open_history_to_read(store_settings(store)) as st:
         run_id, note = choose(st, run)
         rows = load(st, run_id, filters, limit=limit) if run_id is not None else []

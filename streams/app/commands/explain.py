@@ -13,6 +13,7 @@ from rich.table import Table
 
 from streams.app.commands.sql import read_run
 from streams.app.console.errors import user_errors
+from streams.app.console.options import pod_key
 from streams.app.console.terminal import for_terminal
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.explained_row import explanation_json, quota_text, verdict
@@ -47,7 +48,7 @@ def explain(
     """Show the last stored explanation of a pending pod: what blocks it on how many nodes,
     the queue or quota that holds it with its figures, beside kube-scheduler's own verdict
     when it gave one, and the nodes closest to fitting it with what they lack."""
-    key = pod if "/" in pod else f"trace/{pod}"
+    key = pod_key(pod)
     with user_errors():
         st = open_history_to_read(store_settings(store))
         run_id = read_run(st, run)

@@ -35,3 +35,9 @@ MetricsPortOption = Annotated[
     int | None,
     typer.Option(min=1, max=65535, help="Serve /metrics, /livez and /readyz on this port."),
 ]
+
+
+def pod_key(pod: str) -> str:
+    """A pod as the store keys it: ``namespace/name``, where a bare ``name`` is a trace pod's
+    (``trace/name``), the pods a replay stores."""
+    return pod if "/" in pod else f"trace/{pod}"
