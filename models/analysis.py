@@ -127,6 +127,10 @@ class Explanation:
     """The same objects with their figures, in the same order. A field of its own beside
     ``quota`` rather than in its place, so a report encoded by a worker of the previous
     version (keys only) still decodes."""
+    evaluated_at: datetime | None = None
+    """When gpufrag checked the pod against the cluster. A verdict joined later is stored on
+    this instant's row, so the row says when each of the two was made (None: a report encoded
+    before the field; its row takes the report's instant)."""
 
     @property
     def unplaceable(self) -> bool:
@@ -224,7 +228,9 @@ class ClusterBreakdown:
 @dataclass(frozen=True, slots=True)
 class InstantReport:
     """The cluster view after one evaluated event-time instant: its fragmentation, and, when
-    the pending queue was evaluated in it, every pending pod's explanation with its task."""
+    the pending queue was evaluated in it, every pending pod's explanation with its task, with
+    any earlier explanation a scheduler verdict arriving in it completed (stored on that
+    explanation's own instant, ``Explanation.evaluated_at``)."""
 
     at: datetime
     summary: ClusterFragmentation

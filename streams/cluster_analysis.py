@@ -221,6 +221,11 @@ class ClusterAnalysis:
         if self._evaluated if explain is None else explain:
             tasks = self.view.tasks
             explanations = {k: (e, tasks[k]) for k, e in self.explanations.items() if k in tasks}
+        joined = {} if self._unplaceable is None else self._unplaceable.take_joined()
+        if joined:
+            # a verdict joined to an earlier evaluation, the pod perhaps gone since: its row
+            # replaces that evaluation's (same instant); one re-evaluated now has it already
+            explanations = {**joined, **(explanations or {})}
         return InstantReport(
             at=at,
             summary=self.summary(),

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from models import DetectorSettings, Signal
+from models import DetectorSettings, Signal, TaskProfile
 from models.analysis import Explanation
 from models.settings_group import Group
 from streams.cluster.book import SignalBook
@@ -28,6 +28,7 @@ class Explainer(Protocol):
     def disagreements(self) -> Mapping[str, int]: ...
     @property
     def evaluations(self) -> int: ...
+    def take_joined(self) -> dict[str, tuple[Explanation, TaskProfile]]: ...
 
 
 class Switched(Protocol):

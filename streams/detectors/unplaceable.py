@@ -46,6 +46,12 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         self.evaluated_at: datetime | None = None
         self.evaluations = 0
         """Pending-queue evaluations so far; hosts keep explanations when it moves."""
+        self.joined: dict[str, tuple[Explanation, TaskProfile]] = {}
+        """Explanations a scheduler verdict joined since the last report (``take_joined``),
+        with the pod as it was then: the pod may be gone by the instant's end."""
+        self._joined_since: dict[str, PendingVerdict] = {}
+        """The verdict joined (and counted) per pod since the last evaluation, so that the
+        evaluation does not count the same verdict again."""
         self.disagreements: Counter[str] = Counter()
         """Scheduler verdicts that disagreed with gpufrag's explanation, by the scheduler's
         reason, since this operator was built: a host's metric, not state (a restored
@@ -60,6 +66,8 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
         if change.pending_changed or change.verdict_changed:
             self.changed = True
+        if change.verdict_changed:
+            self._join(key)
         if not change.left_pending:
             return []
         self.explanations.pop(key, None)
@@ -137,10 +145,11 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
                 continue
             exp = explain_task(view.index, task, near_miss_nodes=self.settings.near_miss_nodes)
             if task.scheduler is not None:
-                exp = self._beside(exp, task.scheduler, since)
+                exp = self._beside(exp, task.scheduler, since, key=key)
             if quotas is not None:
                 exp = _with_quota(exp, quotas, task)
-            self.explanations[key] = exp
+            self.explanations[key] = replace(exp, evaluated_at=at)
+        self._joined_since.clear()
         out: list[Signal] = []
         active: set[str] = set()
         for key, exp in self.explanations.items():
@@ -157,13 +166,39 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
                 out += self.book.resolve_fingerprint(opened.fingerprint)
         return out
 
+    def take_joined(self) -> dict[str, tuple[Explanation, TaskProfile]]:
+        """The explanations completed by a late verdict since the last call, for the host's
+        report on this instant (each replaces its evaluation's stored row)."""
+        joined, self.joined = self.joined, {}
+        return joined
+
+    def _join(self, key: str) -> None:
+        """A verdict that comes after the pod's evaluation, set beside that explanation.
+
+        kube-scheduler writes FailedScheduling after its attempt, and a pod is explained when
+        it is seen pending: under the FGD protocol the verdict comes half a second later, in
+        the instant the pod is dropped, so before this join 0 of the 10,823 explanations a
+        replay stored carried it. Joined here, it reaches the row the evaluation stored."""
+        exp = self.explanations.get(key)
+        task = self.view.tasks.get(key)
+        if exp is None or task is None or task.scheduler is None or exp.evaluated_at is None:
+            return
+        if exp.scheduler is not None and exp.scheduler.verdict == task.scheduler:
+            return
+        joined = self._beside(exp, task.scheduler, exp.evaluated_at, key=key)
+        self.explanations[key] = joined
+        self.joined[key] = (joined, task)
+        self._joined_since[key] = task.scheduler
+
     def _beside(
-        self, exp: Explanation, verdict: PendingVerdict, since: datetime | None
+        self, exp: Explanation, verdict: PendingVerdict, since: datetime | None, *, key: str = ""
     ) -> Explanation:
         """The explanation with the scheduler's verdict set beside it; a disagreement is
-        counted when the verdict is new since the previous evaluation."""
+        counted when the verdict is new since the previous evaluation and was not counted
+        when it was joined."""
         check = check_verdict(exp, verdict)
-        fresh = since is None or verdict.at > since
+        counted = self._joined_since.get(key)
+        fresh = (since is None or verdict.at > since) and verdict != counted
         if check.agrees is False and check.reason is not None and fresh:
             self.disagreements[check.reason.value] += 1
         return replace(exp, scheduler=check)

@@ -119,6 +119,8 @@ def test_explain_shows_a_pending_pods_stored_fix_with_its_proof(
         assert out.returncode == 0, out.stderr
         text = " ".join(out.stdout.split())  # the console wraps long lines
         assert "fix:" in text and "proposed (dry_run)" in text
+        # the scheduler's verdict, which comes after the evaluation, sits beside the causes
+        assert "kube-scheduler's verdict at" in text and "agreement:" in text
         assert "what-if: placeable before no, after yes" in text
         first = ev["victims"][0]["pod"] if kind == "reclaim" else sorted(ev["moves"])[0]
         assert first in text

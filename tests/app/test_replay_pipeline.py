@@ -67,6 +67,27 @@ def test_stored_rows_match_the_run(replayed: str) -> None:
         assert last == pytest.approx(summary["frag_amount_pct"], abs=1e-3)
 
 
+def test_every_stored_explanation_of_a_pod_the_scheduler_failed_carries_its_verdict(
+    replayed: str,
+) -> None:
+    """Under the FGD protocol the scheduler's verdict comes half a second after the pod was
+    seen pending, in the instant it is dropped: it is joined to the stored explanation all the
+    same (before, none of them had it), on the explanation's own row."""
+    with store_at(replayed) as st:
+        failed, explained, joined, late = st.query(
+            """
+            SELECT uniqExact(e.key), count(), countIf(x.scheduler_at IS NOT NULL),
+                   countIf(x.scheduler_at > x.ts)
+            FROM pending_explanations AS x FINAL
+            LEFT JOIN (SELECT DISTINCT key FROM events WHERE kind = 'scheduler') AS e
+                ON e.key = x.pod
+            WHERE e.key != ''
+            """
+        ).rows[0]
+    assert failed >= 3 and explained >= failed, (failed, explained, joined, late)
+    assert joined == explained and late == joined, (failed, explained, joined, late)
+
+
 def test_every_named_query_answers_and_report_renders(replayed: str, tmp_path: Path) -> None:
     listed = gpufrag(replayed, "sql", "--list")
     names = [ln.split()[0] for ln in listed.stdout.splitlines() if ln and not ln.startswith(" ")]

@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 
+from connectors.clickhouse.rows import explanation_row
 from models import (
     DetectorSettings,
     Pod,
@@ -334,3 +335,44 @@ def test_a_new_verdict_alone_brings_the_next_evaluation() -> None:
     assert a.evaluations == 2
     check = a.explanations[KEY].scheduler
     assert check is not None and check.agrees is True
+
+
+def test_a_verdict_after_the_evaluation_completes_its_row_though_the_pod_goes_at_once() -> None:
+    """The FGD protocol's case: the pod is explained when seen pending, the scheduler's verdict
+    comes half a second later in the instant the pod is dropped. The verdict still reaches the
+    stored explanation: the report of its instant carries that explanation, completed, on the
+    evaluation's own instant (so its row replaces the one stored without the verdict)."""
+    a = analysis()
+    steps(a, [pending(None)])
+    assert a.report(at(0)).explanations is not None  # evaluated at 0 s, stored then
+    theirs = PendingVerdict(at=at(0.5), nodes=2, reasons={"taint": 1, "cpu": 1})
+    a.apply(pending(theirs))
+    a.apply(TaskProfileUpdate(KEY, None, at(0.5)))  # dropped in the same instant
+    a.advance(at(0.5))
+    assert a.evaluations == 1  # no evaluation of its own: 60 s have not passed
+    report = a.report(at(0.5))
+    assert report.explanations is not None and set(report.explanations) == {KEY}
+    exp, t = report.explanations[KEY]
+    assert exp.scheduler is not None and exp.scheduler.verdict == theirs
+    assert exp.scheduler.agrees is False and exp.evaluated_at == at(0)
+    assert t.key == KEY
+    row = explanation_row("run", KEY, exp, t, report.at)
+    assert row["ts"] == at(0) and row["scheduler_at"] == at(0.5)
+    assert a.disagreements == {"taint": 1}
+    # taken once: the next instant's report has nothing to add
+    assert a.report(at(1)).explanations is None
+
+
+def test_a_joined_verdict_is_counted_once_when_the_pod_is_evaluated_again() -> None:
+    a = analysis()
+    steps(a, [pending(None)])
+    theirs = PendingVerdict(at=at(10), nodes=2, reasons={"taint": 1, "cpu": 1})
+    steps(a, [pending(theirs)])  # joined at 10 s, counted
+    assert a.disagreements == {"taint": 1} and a.evaluations == 1
+    joined = a.report(at(10)).explanations
+    assert joined is not None and joined[KEY][0].evaluated_at == at(0)
+    a.advance(at(60))  # the evaluation the verdict made due: the same verdict, not counted
+    assert a.evaluations == 2 and a.disagreements == {"taint": 1}
+    check = a.explanations[KEY].scheduler
+    assert check is not None and check.verdict == theirs
+    assert a.explanations[KEY].evaluated_at == at(60)
