@@ -251,3 +251,41 @@ def test_version_prints_the_installed_version_and_loads_no_command() -> None:
     version = importlib.metadata.version("gpufrag")
     assert done.stdout.splitlines() == [f"gpufrag {version}", "[]"]
     assert gpufrag("frag", "--version").returncode == 2  # a command has no --version of its own
+
+
+@pytest.mark.parametrize("argv", [["--help"], [], ["no-such-command"]])
+def test_the_command_list_loads_no_command(argv: list[str]) -> None:
+    """`gpufrag --help` (and a bare or misspelt `gpufrag`) lists every command from the
+    table in ``streams.app.cli`` without importing one: loading all of them was 2.0 s."""
+    done = main_then_print(
+        argv,
+        "sorted(m for m in sys.modules if m.startswith('streams.app.commands.') "
+        "or m in ('aiokafka', 'chdb', 'faust', 'kubernetes_asyncio', 'numpy', 'grpc'))",
+    )
+    *listing, loaded = done.stdout.splitlines() or [""]
+    assert loaded == "[]", done.stdout
+    if argv == ["no-such-command"]:
+        assert done.returncode == 2 and "No such command 'no-such-command'" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    from streams.app.cli import COMMANDS
+
+    listed = [line.split()[0] for line in listing if line.startswith("  ") and line.split()]
+    assert [c for c in listed if c in COMMANDS] == list(COMMANDS)
+
+
+def test_the_command_list_is_the_same_with_every_command_loaded() -> None:
+    """The listed-only commands stand in for the real ones: the list must not change when
+    they are loaded (a summary is one line, so none is cut with '...' either)."""
+    from typer.testing import CliRunner
+
+    from streams.app.cli import COMMANDS, build_app
+
+    runner = CliRunner()
+    listed = runner.invoke(build_app([]), ["--help"], terminal_width=100)
+    loaded = runner.invoke(build_app(list(COMMANDS)), ["--help"], terminal_width=100)
+    assert listed.exit_code == loaded.exit_code == 0
+    assert listed.output == loaded.output
+    for name, (_, summary) in COMMANDS.items():
+        assert len(summary) <= 60, name  # one line in an 80-column terminal
+        assert f"  {name} " in listed.output and f" {summary}\n" in listed.output
