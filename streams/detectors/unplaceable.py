@@ -225,7 +225,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         }
         if check.first_failure is not None:
             evidence["first_failure"] = check.first_failure.evidence()
-        return scope_id, exp, self.book.opened(
+        signals = self.book.opened(
             SignalKind.UNPLACEABLE_PENDING,
             Scope.POD,
             scope_id,
@@ -236,6 +236,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             ),
             evidence=evidence,
         )
+        return scope_id, exp, signals
 
     def _gang_explanation(
         self,

@@ -77,4 +77,3 @@ def gang_figures(row: dict[str, Any]) -> dict[str, object] | None:
         "needed": row["gang_needed"],
         "member_shown": row["gang_member_shown"],
     }
-
