@@ -7,6 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from connectors.clickhouse.rows import Row
 from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from models import Envelope, GpufragSettings, StoreSettings
@@ -19,7 +20,7 @@ from streams.runner.fanout import Fanout
 from tests.app.pipeline_helpers import dsn_for
 from tests.kube_fake.objects import T0
 
-__all__ = ["minute_apart", "stored_run"]
+__all__ = ["finished_run", "minute_apart", "stored_run"]
 
 
 def minute_apart(steps: list[list[Envelope]]) -> list[Envelope]:
@@ -48,20 +49,24 @@ async def _run_into(settings: StoreSettings, events: list[Envelope], run_id: str
     await sink.stop()
     store = open_store(settings)
     try:
-        finished = run_row(
-            run_id,
-            status=FINISHED,
-            started=datetime(2026, 1, 1, tzinfo=UTC),
-            source="test",
-            mode="live",
-            policy="",
-            seed=0,
-            params={},
-            summary={},
-        )
-        store.insert("runs", [finished])
+        store.insert("runs", [finished_run(run_id)])
     finally:
         store.close()
+
+
+def finished_run(run_id: str) -> Row:
+    """The ``runs`` row of a finished test run, which read commands take as the latest."""
+    return run_row(
+        run_id,
+        status=FINISHED,
+        started=datetime(2026, 1, 1, tzinfo=UTC),
+        source="test",
+        mode="live",
+        policy="",
+        seed=0,
+        params={},
+        summary={},
+    )
 
 
 def stored_run(tmp_path: Path, events: list[Envelope], *, run_id: str) -> str:
