@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from connectors.clickhouse.rows import QUOTA_COLUMNS
+from streams.app.queries.explained_row import verdict
 from tests.app.embedded_store import minute_apart, stored_run
 from tests.app.pipeline_helpers import gpufrag, store_at
 from tests.streams.gang_scenarios import GANG, GANG_KEY, MEMBERS, steps
@@ -131,3 +133,20 @@ def test_the_smallest_reclaim_is_planned_for_the_gang(dsn: str) -> None:
         ("ml/batch-c", True)
     ]
     assert doc["fix_counts"] == {"proposed": 1}
+
+
+def _gang_row(**columns: object) -> dict[str, object]:
+    base: dict[str, object] = {"gang": GANG, "unplaceable": 0, "fits_some_node": 1, "reasons": {}}
+    return {**base, **dict.fromkeys(QUOTA_COLUMNS), **columns}
+
+
+def test_a_gangs_verdict_speaks_of_its_members_together() -> None:
+    assert verdict(_gang_row()) == (
+        "its needed members fit together now; it was waiting for the scheduler"
+    )
+    held = verdict(_gang_row(quota_blocker="VolcanoQueue:prod", reasons={"quota": 2}))
+    assert held == (
+        "held by quota: its needed members fit together now, but VolcanoQueue:prod has no room"
+    )
+    full = verdict(_gang_row(fits_some_node=0))
+    assert full.startswith("its needed members do not fit even the cluster's free total")

@@ -1,4 +1,4 @@
-"""`gpufrag explain POD`: why a pending pod cannot run, from the stored state."""
+"""`gpufrag explain POD`: why a pending pod (or gang) cannot run, from the stored state."""
 
 from __future__ import annotations
 
