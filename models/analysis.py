@@ -18,6 +18,7 @@ __all__ = [
     "ClusterBreakdown",
     "ClusterFragmentation",
     "Explanation",
+    "GangFigures",
     "GroupGpus",
     "InstantReport",
     "NearMiss",
@@ -110,6 +111,27 @@ class QuotaBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class GangFigures:
+    """A gang's own figures beside the explanation of one of its members: a gang starts
+    only when ``min_member`` of its pods run at once, so whether it waits is a count, and
+    its reasons are those of the member that found no room."""
+
+    name: str
+    min_member: int
+    bound: int
+    """Members already bound to a node (pending or running there)."""
+    members: tuple[str, ...]
+    """The pending members' keys, sorted."""
+    placeable_together: int
+    """Of the ``needed`` members, how many found room together, largest first."""
+    needed: int
+    """Members still to place: ``min_member`` less those bound."""
+    shown: str
+    """The member whose request and reasons the explanation carries: the first that found no
+    room, or, when all fit together, the largest (the one placed first)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """A pending request checked against the whole cluster."""
 
@@ -131,6 +153,10 @@ class Explanation:
     """When gpufrag checked the pod against the cluster. A verdict joined later is stored on
     this instant's row, so the row says when each of the two was made (None: a report encoded
     before the field; its row takes the report's instant)."""
+    gang: GangFigures | None = None
+    """Set on a gang's explanation (keyed ``namespace/gang:NAME``): its figures. Its
+    ``fits_some_node`` then says the needed members fit together, and ``blocking`` and
+    ``near_misses`` are those of ``gang.shown`` checked alone."""
 
     @property
     def unplaceable(self) -> bool:

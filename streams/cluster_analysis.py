@@ -220,7 +220,12 @@ class ClusterAnalysis:
         explanations = None
         if self._evaluated if explain is None else explain:
             tasks = self.view.tasks
-            explanations = {k: (e, tasks[k]) for k, e in self.explanations.items() if k in tasks}
+            # a gang's row shows one member's request: the member its explanation names
+            explanations = {
+                k: (e, tasks[who])
+                for k, e in self.explanations.items()
+                if (who := k if e.gang is None else e.gang.shown) in tasks
+            }
         joined = {} if self._unplaceable is None else self._unplaceable.take_joined()
         if joined:
             # a verdict joined to an earlier evaluation, the pod perhaps gone since: its row

@@ -29,6 +29,7 @@ from models.refusal import Refusal
 
 __all__ = [
     "EPOCH",
+    "GANG_COLUMNS",
     "QUOTA_COLUMNS",
     "Row",
     "action_row",
@@ -269,9 +270,23 @@ QUOTA_COLUMNS = (
 """The columns of ``pending_explanations`` that name the quota holding a pod (migration 016)."""
 
 
+GANG_COLUMNS = (
+    "gang",
+    "gang_min_member",
+    "gang_bound",
+    "gang_members",
+    "gang_placeable_together",
+    "gang_needed",
+    "gang_member_shown",
+)
+"""The columns of ``pending_explanations`` that hold a gang's figures (migration 017)."""
+
+
 def explanation_row(
     run_id: str, key: str, exp: Explanation, task: TaskProfile, at: datetime
 ) -> Row:
+    """A pending pod's explanation; for a gang (``key`` = ``namespace/gang:NAME``), ``task``
+    is the member its explanation names (``exp.gang.shown``), whose request the row holds."""
     r = task.requests
     return {
         "run_id": run_id,
@@ -295,6 +310,23 @@ def explanation_row(
         "nodes_checked": exp.nodes_checked,
         **_scheduler_columns(exp),
         **_quota_columns(exp),
+        **_gang_columns(exp),
+    }
+
+
+def _gang_columns(exp: Explanation) -> Row:
+    """A gang's figures (migration 017); NULL and an empty list on a single pod's row."""
+    gang = exp.gang
+    if gang is None:
+        return {**dict.fromkeys(GANG_COLUMNS), "gang_members": []}
+    return {
+        "gang": gang.name,
+        "gang_min_member": gang.min_member,
+        "gang_bound": gang.bound,
+        "gang_members": list(gang.members),
+        "gang_placeable_together": gang.placeable_together,
+        "gang_needed": gang.needed,
+        "gang_member_shown": gang.shown,
     }
 
 

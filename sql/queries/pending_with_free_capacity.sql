@@ -1,5 +1,6 @@
 -- Pending pods that fit the cluster's free total but no node, by what blocked them: pods
--- affected per reason, and the most nodes that reason blocked at once.
+-- affected per reason, and the most nodes that reason blocked at once. A gang whose members
+-- fit the free total but not together counts once, under its first failing member's reasons.
 -- param: run_id String = latest
 SELECT
     reason,

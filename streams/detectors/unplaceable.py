@@ -9,7 +9,9 @@ Where kube-scheduler gave its own verdict on a pod (FailedScheduling, kept in th
 profile), the explanation carries both, and each verdict that disagrees is counted once: by
 the first evaluation after it arrived. That needs no state per pod, only the time of the
 previous evaluation; a verdict older than that (late input) is shown but not counted. Gang
-members are checked together, not one by one, and are not compared.
+members are checked together, not one by one, and are not compared. A gang waiting for room
+(fewer of its members bound than its ``minMember``, the rest pending) has one explanation of
+its own, keyed ``namespace/gang:NAME``, beside its members' keys, which have none.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
-from models.analysis import BlockReason, Explanation
+from models.analysis import BlockReason, Explanation, GangFigures
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.queues import QueueView, queue_view
 from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.detector import Detector
-from streams.fragmentation.pending import check_gang, explain_task
+from streams.fragmentation.pending import GangCheck, check_gang, explain_task, gang_order
 from streams.fragmentation.verdicts import check_verdict
 
 
@@ -157,7 +159,9 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
                 active.add(key)
                 out += self._open_pod(key, exp)
         for (namespace, gang), members in sorted(gangs.items()):
-            scope_id, signals = self._gang(namespace, gang, members)
+            scope_id, gang_exp, signals = self._gang(namespace, gang, members, quotas)
+            if gang_exp is not None:
+                self.explanations[scope_id] = replace(gang_exp, evaluated_at=at)
             if signals is not None:
                 active.add(scope_id)
                 out += signals
@@ -216,8 +220,14 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         )
 
     def _gang(
-        self, namespace: str, gang: str, members: list[TaskProfile]
-    ) -> tuple[str, list[Signal] | None]:
+        self,
+        namespace: str,
+        gang: str,
+        members: list[TaskProfile],
+        quotas: QueueView | None,
+    ) -> tuple[str, Explanation | None, list[Signal] | None]:
+        """The gang's explanation while it waits for room, and its signal when it is
+        unplaceable (the needed members fit the free total, not together)."""
         scope_id = f"{namespace}/gang:{gang}"
         ref = members[0].gang
         assert ref is not None
@@ -232,12 +242,13 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         )
         needed = ref.min_member - bound
         if needed <= 0 or needed > len(members):
-            return scope_id, None  # already running, or waiting for members not there yet
+            return scope_id, None, None  # already running, or waiting for members not there yet
         check = check_gang(
             self.view.index, members, needed, near_miss_nodes=self.settings.near_miss_nodes
         )
+        exp = self._gang_explanation(check, members, ref.min_member, bound, quotas)
         if not check.unplaceable:
-            return scope_id, None
+            return scope_id, exp, None
         evidence: dict[str, object] = {
             "gang": gang,
             "min_member": ref.min_member,
@@ -249,7 +260,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         }
         if check.first_failure is not None:
             evidence["first_failure"] = check.first_failure.evidence()
-        return scope_id, self.book.opened(
+        signals = self.book.opened(
             SignalKind.UNPLACEABLE_PENDING,
             Scope.POD,
             scope_id,
@@ -260,6 +271,44 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             ),
             evidence=evidence,
         )
+        return scope_id, exp, signals
+
+    def _gang_explanation(
+        self,
+        check: GangCheck,
+        members: list[TaskProfile],
+        min_member: int,
+        bound: int,
+        quotas: QueueView | None,
+    ) -> Explanation:
+        """The gang as one explanation: its figures, whether the needed members fit
+        together, and the reasons of one member checked alone (the first that found no
+        room, else the largest), whose request the stored row shows."""
+        shown = next((t for t in members if t.key == check.failed), gang_order(members)[0])
+        alone = check.first_failure or explain_task(
+            self.view.index, shown, near_miss_nodes=self.settings.near_miss_nodes
+        )
+        assert shown.gang is not None
+        figures = GangFigures(
+            name=shown.gang.name,
+            min_member=min_member,
+            bound=bound,
+            members=tuple(sorted(t.key for t in members)),
+            placeable_together=check.placed,
+            needed=check.needed,
+            shown=shown.key,
+        )
+        exp = replace(
+            alone,
+            fits_cluster_total=check.fits_cluster_total,
+            fits_some_node=check.placed >= check.needed,
+            gang=figures,
+        )
+        if quotas is None:
+            return exp
+        # one member's request: a queue with no room for one has none for the gang (one with
+        # room for one member but not for all is not named)
+        return _with_quota(exp, quotas, shown)
 
 
 def _with_quota(exp: Explanation, quotas: QueueView, task: TaskProfile) -> Explanation:

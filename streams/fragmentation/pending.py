@@ -336,10 +336,19 @@ class GangCheck:
     needed: int
     fits_cluster_total: bool
     first_failure: Explanation | None  # the member that found no room, checked alone
+    failed: str | None = None
+    """The key of that member."""
 
     @property
     def unplaceable(self) -> bool:
         return self.fits_cluster_total and self.placed < self.needed
+
+
+def gang_order(members: list[TaskProfile]) -> list[TaskProfile]:
+    """A gang's members in the order a gang check places them: largest request first."""
+    return sorted(
+        members, key=lambda t: (-t.requests.total_gpu_milli, -t.requests.cpu_milli, t.key)
+    )
 
 
 def check_gang(
@@ -352,10 +361,7 @@ def check_gang(
     gang cannot start.
     """
     free = Free.of(index).copy()
-    order = sorted(
-        members,
-        key=lambda t: (-t.requests.total_gpu_milli, -t.requests.cpu_milli, t.key),
-    )[:needed]
+    order = gang_order(members)[:needed]
     active = index.active
     fits_total = (
         int(free.cpu[active].sum()) >= sum(t.requests.cpu_milli for t in order)
@@ -379,6 +385,7 @@ def check_gang(
                     tolerations=task.tolerations,
                     near_miss_nodes=near_miss_nodes,
                 ),
+                failed=task.key,
             )
         key = free.gpu[ok].sum(axis=1) * 1_000_000 + free.cpu[ok] // 1000
         _take(index, free, int(ok[int(np.argmin(key))]), req)

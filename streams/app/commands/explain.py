@@ -1,4 +1,4 @@
-"""`gpufrag explain POD`: why a pending pod cannot run, from the stored state."""
+"""`gpufrag explain POD`: why a pending pod (or gang) cannot run, from the stored state."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from streams.app.console.options import pod_key
 from streams.app.console.terminal import for_terminal
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.explained_row import explanation_json, quota_text, verdict
+from streams.app.queries.gang_row import MEMBER_OF, gang_lines, is_gang
 from streams.app.queries.named_queries import QueryError
 from streams.app.queries.pod_fixes import fix_line, fixes_for
 
@@ -25,7 +26,8 @@ SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib
        fits_cluster_total, fits_some_node, unplaceable, reasons, near_misses, nodes_checked,
        scheduler_at, scheduler_nodes, scheduler_reasons, scheduler_message, agrees, disagreement,
        quota_blocker, quota_resource, quota_requested, quota_used, quota_nominal, quota_limit,
-       quota_room
+       quota_room, gang, gang_min_member, gang_bound, gang_members, gang_placeable_together,
+       gang_needed, gang_member_shown
 FROM pending_explanations FINAL
 WHERE run_id = {run_id:String} AND pod = {pod:String}
 ORDER BY ts DESC
@@ -35,7 +37,11 @@ LIMIT 1
 
 def explain(
     pod: Annotated[
-        str, typer.Argument(help="The pod as namespace/name (or name: 'trace/' is assumed).")
+        str,
+        typer.Argument(
+            help="The pod as namespace/name (or name: 'trace/' is assumed), or a gang as "
+            "namespace/gang:NAME; a gang's member is answered with its gang."
+        ),
     ],
     run: Annotated[
         str | None, typer.Option(help="Run id; default: the latest finished run.")
@@ -45,14 +51,21 @@ def explain(
         bool, typer.Option("--json", help="Print the stored explanation as one JSON object.")
     ] = False,
 ) -> None:
-    """Show the last stored explanation of a pending pod: what blocks it on how many nodes,
-    the queue or quota that holds it with its figures, beside kube-scheduler's own verdict
-    when it gave one, and the nodes closest to fitting it with what they lack."""
-    key = pod_key(pod)
+    """Show the last stored explanation of a pending pod or gang: what blocks it on how many
+    nodes, the queue or quota that holds it with its figures, beside kube-scheduler's own
+    verdict when it gave one, and the nodes closest to fitting it with what they lack; for a
+    gang, its minMember, members bound and pending, and how many fit together."""
+    asked = pod_key(pod)
     with user_errors():
         st = open_history_to_read(store_settings(store))
         run_id = read_run(st, run)
+        key = asked
         res = st.query(LATEST, parameters={"run_id": run_id, "pod": key})
+        if not res.rows:
+            gang = st.query(MEMBER_OF, parameters={"run_id": run_id, "pod": key}).rows
+            if gang:  # a gang's members have no rows of their own
+                key = str(gang[0][0])
+                res = st.query(LATEST, parameters={"run_id": run_id, "pod": key})
         if not res.rows:
             raise QueryError(
                 f"no pending record for {key} in run {run_id}: it was never pending at an "
@@ -62,11 +75,20 @@ def explain(
     row = dict(zip(res.columns, res.rows[0], strict=True))
     if as_json:
         out = explanation_json(row, run_id=run_id)
+        out["asked"] = asked
         out["fixes"] = [_fix_json(f) for f in fixes]
         out["fix_counts"] = fix_counts
         typer.echo(json.dumps(out, sort_keys=True, default=str))
         return
     console = Console()
+    if key != asked:
+        console.print(f"{asked} waits as a member of gang {key}: the gang's row follows")
+    _print_row(console, key, row, run_id)
+    console.print(_fix_lines(key, fixes, fix_counts))
+
+
+def _print_row(console: Console, key: str, row: dict[str, Any], run_id: str) -> None:
+    """The stored row: what it asks, the verdict, the reasons and the closest nodes."""
     want = f"{row['cpu_milli']} mCPU, {row['memory_mib']} MiB"
     if row["gpu_count"]:
         want += f", {row['gpu_count']} x {row['gpu_milli']} milli-GPU"
@@ -74,7 +96,13 @@ def explain(
         want += f" with {row['gpu_memory_mib']} MiB each (HAMi)"
     for profile, n in sorted(dict(row["mig"]).items()):
         want += f", {n} x MIG {profile}"
-    console.print(f"[bold]{key}[/bold] at {row['ts']} (run {run_id}): wants {want}")
+    if is_gang(row):
+        console.print(f"[bold]{key}[/bold] at {row['ts']} (run {run_id})")
+        for line in gang_lines(row):
+            console.print(escape(for_terminal(line, limit=600)), soft_wrap=True)
+        console.print(f"{row['gang_member_shown']} wants {want}")
+    else:
+        console.print(f"[bold]{key}[/bold] at {row['ts']} (run {run_id}): wants {want}")
     said = escape(for_terminal(verdict(row), limit=400))
     console.print(f"verdict: {said}; {row['nodes_checked']} nodes checked")
     held = quota_text(row)
@@ -99,7 +127,6 @@ def explain(
                 str(m["missing_gpus"]),
             )
         console.print(t)
-    console.print(_fix_lines(key, fixes, fix_counts))
 
 
 def _fix_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from connectors.clickhouse.rows import QUOTA_COLUMNS
+from connectors.clickhouse.rows import GANG_COLUMNS, QUOTA_COLUMNS
+from streams.app.queries.gang_row import gang_figures, gang_verdict, is_gang
 from streams.app.queries.json_values import plain
 
 __all__ = ["explanation_json", "quota_figures", "quota_text", "verdict"]
@@ -34,6 +35,13 @@ def verdict(row: dict[str, Any]) -> str:
     none of these) the scheduler not having come to it yet."""
     quota = _held_by_quota(row)
     holder = row.get("quota_blocker") or "its queue or quota"
+    if is_gang(row):
+        text = gang_verdict(row)
+        if not quota:
+            return text
+        if row["fits_some_node"]:
+            return f"held by quota: its needed members fit together now, but {holder} has no room"
+        return f"{text}, and {holder} has no room for it either"
     if row["unplaceable"]:
         text = "fits the cluster's free total but no single node (fragmentation)"
     elif row["fits_some_node"] and quota:
@@ -105,8 +113,10 @@ def quota_figures(row: dict[str, Any]) -> dict[str, object] | None:
 
 def explanation_json(row: dict[str, Any], *, run_id: str) -> dict[str, object]:
     """The stored row as JSON values, its near misses parsed, the quota columns folded into
-    one ``quota`` object (null when nothing holds the pod), and the verdict in words."""
-    out = {k: plain(v) for k, v in row.items() if k not in QUOTA_COLUMNS}
+    one ``quota`` object (null when nothing holds the pod), the gang columns into one ``gang``
+    object (null on a single pod's row), and the verdict in words."""
+    folded = (*QUOTA_COLUMNS, *GANG_COLUMNS)
+    out = {k: plain(v) for k, v in row.items() if k not in folded}
     out["near_misses"] = json.loads(str(row["near_misses"]))
     return {
         "run_id": run_id,
@@ -114,4 +124,5 @@ def explanation_json(row: dict[str, Any], *, run_id: str) -> dict[str, object]:
         "verdict": verdict(row),
         "held_by_quota": _held_by_quota(row),
         "quota": quota_figures(row),
+        "gang": gang_figures(row),
     }

@@ -73,10 +73,16 @@ def test_datetime_nullable_map_and_low_cardinality_round_trip(store: Store) -> N
         "scheduler_message": None,
         "agrees": 1,
         "disagreement": "",
+        "gang": "g1",
+        "gang_min_member": 4,
+        "gang_bound": 1,
+        "gang_members": ["ml/w1", "ml/w2", "ml/w3"],
+        "gang_placeable_together": 2,
+        "gang_needed": 3,
+        "gang_member_shown": "ml/w3",
     }
-    store.insert(
-        "pending_explanations", [row, {**row, "pod": "ml/p2", "queue": "q", "reasons": {}}]
-    )
+    single = {**row, "pod": "ml/p2", "queue": "q", "reasons": {}, "gang_members": []}
+    store.insert("pending_explanations", [row, single])
     got = store.query("SELECT * FROM pending_explanations ORDER BY pod").dicts()
     assert {k: got[0][k] for k in row} == row
     # columns added since (migration 016, the quota blocker) read back as NULL
