@@ -13,6 +13,10 @@ from models.quota_refusal import QuotaRefusal
 __all__ = ["PendingVerdict", "Preemption", "SchedulerEvent"]
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class SchedulerEvent(Frozen):
     """A Kubernetes Event, reduced to what explains placement and OOMs. `reason` stays a free
     string (FailedScheduling, Preempted, Scheduled, Evicted, SystemOOM, OOMKilled, ...) because
@@ -26,12 +30,14 @@ class SchedulerEvent(Frozen):
     node: str | None = None
     count: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     """Kubernetes folds repeats into one Event with a count; kept so rates stay right."""
-    object_kind: str | None = None
+    # Left out of the JSON when unset, so the events that carried none keep their bytes and
+    # envelope ids, and a worker not yet upgraded still reads them.
+    object_kind: Annotated[str | None, Field(exclude_if=_unset)] = None
     """The involved object's kind when it is neither a Pod nor a Node: the owner a
     controller's Event is about (Job, ReplicaSet, StatefulSet, ...)."""
-    object_namespace: str | None = None
-    object_name: str | None = None
-    quota: QuotaRefusal | None = None
+    object_namespace: Annotated[str | None, Field(exclude_if=_unset)] = None
+    object_name: Annotated[str | None, Field(exclude_if=_unset)] = None
+    quota: Annotated[QuotaRefusal | None, Field(exclude_if=_unset)] = None
     """A FailedCreate Event's ResourceQuota refusal, read from its message; None for every
     other Event, and for a refusal in wording gpufrag cannot read (the message keeps it)."""
 

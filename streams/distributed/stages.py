@@ -5,8 +5,9 @@
 - nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
   -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
 - cluster view (one partition, low rate): deltas (with the quota refusals the tasks stage
-  passes on), and quota and queue objects straight from their topic -> ``ClusterAnalysis``, one event-time instant at a time; sends signals, and
-  the view's report on each instant (fragmentation, pending explanations) for the history.
+  passes on), and quota and queue objects straight from their topic -> ``ClusterAnalysis``,
+  one event-time instant at a time; sends signals, and the view's report on each instant
+  (fragmentation, pending explanations) for the history.
 
 Keyed operators' state lives in the stage's table, one entry per key, and is loaded into the
 operator when a key is first used after a start or a rebalance; the cluster view is restored

@@ -31,6 +31,7 @@ __all__ = [
     "borrower_steps",
     "cluster_queue",
     "exhausted_steps",
+    "failed_create",
     "full_cluster_queue_steps",
     "full_volcano_steps",
     "gpu_node",
@@ -421,10 +422,19 @@ def refused(
     kind: str = "Job",
     count: int = 1,
 ) -> Envelope:
+    """The controller's FailedCreate Event on its owner, mapped by the watcher's own code."""
+    event = scheduler_event(
+        failed_create(owner, namespace, message=message, kind=kind, count=count), count=count
+    )
+    return Envelope.wrap(SchedulingEvent(event=event), event_time=T0, source="kube")
+
+
+def failed_create(
+    owner: str, namespace: str, *, message: str, kind: str = "Job", count: int = 1
+) -> CoreV1Event:
     """The controller's FailedCreate Event on its owner, as the Job controller records it
-    (k8s.io/kubernetes controller_utils: ``Error creating: <the API server's error>``), mapped
-    by the watcher's own code."""
-    ev = CoreV1Event(
+    (k8s.io/kubernetes controller_utils: ``Error creating: <the API server's error>``)."""
+    return CoreV1Event(
         api_version="v1",
         kind="Event",
         metadata=V1ObjectMeta(name=f"{owner}.1812a3b4c5d6e7f8", namespace=namespace),
@@ -439,8 +449,6 @@ def refused(
         type="Warning",
         source=V1EventSource(component="job-controller"),
     )
-    event = scheduler_event(ev, count=count)
-    return Envelope.wrap(SchedulingEvent(event=event), event_time=T0, source="kube")
 
 
 def gpu_refusal(pod: str, *, used: int = 2, limited: int = 2, quota: str = "gpu") -> str:

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
+import pytest
+
 from connectors.kube.watch.queue_objects import quota_from_kube
 from models import Envelope, Scope, SignalKind
+from streams.distributed.codec import DecodeError, decode, encode
+from streams.profiles.join import QuotaRefused
+from streams.profiles.operators import ProfileJoin, ordered_deltas
 from tests.kube_fake.objects import T0, quota
 from tests.streams.quota_scenarios import (
     Step,
@@ -133,3 +139,15 @@ def test_an_unchanged_quota_keeps_it_open_and_one_raised_enough_resolves_it() ->
             Step([gpu_quota(3)], resolves={("quota_exhausted", "vision")}),
         ]
     )
+
+
+def test_the_refusal_travels_between_the_workers_stages_as_the_embedded_join_passes_it() -> None:
+    env = refused("train", "vision", message=gpu_refusal("t-2"), count=3)
+    ((order, passed),) = ordered_deltas(env, ProfileJoin().apply(env))
+    assert isinstance(passed, QuotaRefused) and passed.event == env.payload.event  # type: ignore[union-attr]
+    message, got_order = decode(encode(passed, order=order))  # type: ignore[misc]
+    assert (message, got_order) == (passed, order)
+    body = orjson.loads(encode(passed, order=order))
+    body["event"]["quota"]["requested"] = {"requests.nvidia.com/gpu": -1}
+    with pytest.raises(DecodeError, match="requested"):
+        decode(orjson.dumps(body))
