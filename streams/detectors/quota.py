@@ -37,7 +37,7 @@ from streams.cluster.book import SignalBook
 from streams.cluster.queues import EPSILON, QueueQuota, QueueView, queue_view
 from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.detector import Detector
-from streams.detectors.quota_refusals import Refusals, Refused
+from streams.detectors.quota_refusals import Refusals, RefusedOwner
 
 KINDS = (
     SignalKind.QUOTA_BORROWABLE,
@@ -272,10 +272,10 @@ def _namespace_findings(qv: QueueView) -> list[Finding]:
     return out
 
 
-def _refusal_findings(refused: list[Refused]) -> list[Finding]:
+def _refusal_findings(refused: list[RefusedOwner]) -> list[Finding]:
     """One finding per namespace whose quota refused a GPU pod, worded by its first refused
     owner; every live refusal of the namespace in its evidence."""
-    by_ns: dict[str, list[Refused]] = {}
+    by_ns: dict[str, list[RefusedOwner]] = {}
     for r in refused:
         by_ns.setdefault(r.namespace, []).append(r)
     out: list[Finding] = []

@@ -27,7 +27,7 @@ EPSILON = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
+class RefusedOwner:
     """One owner's refusals by one quota."""
 
     namespace: str
@@ -92,7 +92,7 @@ class Refused:
         }
 
     @classmethod
-    def from_json(cls, raw: dict[str, object]) -> Refused:
+    def from_json(cls, raw: dict[str, object]) -> RefusedOwner:
         return cls(
             namespace=str(raw["namespace"]),
             owner=str(raw["owner"]),
@@ -109,7 +109,7 @@ class Refusals:
 
     def __init__(self, *, quiet_s: float) -> None:
         self.quiet = timedelta(seconds=quiet_s)
-        self.by_owner: dict[tuple[str, str], Refused] = {}
+        self.by_owner: dict[tuple[str, str], RefusedOwner] = {}
 
     def heard(self, event: SchedulerEvent, at: datetime) -> bool:
         """Keep a refusal of GPU resources; False for one that names none (a CPU or object
@@ -122,7 +122,7 @@ class Refusals:
         key = (f"ResourceQuota:{namespace}/{r.quota}", owner)
         prev = self.by_owner.get(key)
         if prev is None:
-            self.by_owner[key] = Refused(namespace, owner, key[0], r, at, at, event.count)
+            self.by_owner[key] = RefusedOwner(namespace, owner, key[0], r, at, at, event.count)
         else:  # a late repeat keeps the latest time; its figures are the newest word
             last = max(prev.last_at, at)
             self.by_owner[key] = replace(
@@ -137,7 +137,7 @@ class Refusals:
             del self.by_owner[k]
         return bool(gone)
 
-    def live(self, now: datetime, quotas: dict[str, QueueObject]) -> list[Refused]:
+    def live(self, now: datetime, quotas: dict[str, QueueObject]) -> list[RefusedOwner]:
         """Drop the refusals that are over at ``now``; the rest, oldest first."""
         for k, r in list(self.by_owner.items()):
             quota = quotas.get(r.quota_key)
@@ -158,5 +158,5 @@ class Refusals:
     def restore(self, raw: object) -> None:
         self.by_owner = {}
         for item in raw if isinstance(raw, list) else []:
-            r = Refused.from_json(item)
+            r = RefusedOwner.from_json(item)
             self.by_owner[(r.quota_key, r.owner)] = r

@@ -13,9 +13,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import ValidationError
 
 from connectors.kube.objects import MappingError, refused_fields
+from connectors.kube.watch.failed_create import is_quota_refusal
 from connectors.kube.watch.object_refusals import ObjectRefusals
 from connectors.kube.watch.pods import GangLookup, oom_kills, pod_from_kube
-from connectors.kube.watch.quota_refusals import is_quota_refusal
 from connectors.kube.watch.scheduling import event_count, event_time, oom_event, scheduler_event
 from models import (
     Envelope,

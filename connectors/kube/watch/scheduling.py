@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from connectors.kube.objects import MappingError, aware
+from connectors.kube.watch.failed_create import is_quota_refusal, parse_quota_refusal
 from connectors.kube.watch.pods import OomKill
-from connectors.kube.watch.quota_refusals import is_quota_refusal, parse_quota_refusal
 from models import SchedulerEvent
 from models.bounds import COUNT_MAX
 

@@ -10,7 +10,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from connectors.kube.objects import MappingError
-from connectors.kube.watch.quota_refusals import is_quota_refusal, parse_quota_refusal
+from connectors.kube.watch.failed_create import is_quota_refusal, parse_quota_refusal
 from connectors.refusals import RefusalLog
 from models import KubeResource, SchedulingEvent
 from tests.connectors.kube.helpers import Collector, kube_settings, running
