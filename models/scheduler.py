@@ -8,8 +8,13 @@ from pydantic import Field
 
 from models.base import Frozen, UtcDatetime
 from models.bounds import COUNT_MAX, Count
+from models.quota_refusal import QuotaRefusal
 
 __all__ = ["PendingVerdict", "Preemption", "SchedulerEvent"]
+
+
+def _unset(value: object) -> bool:
+    return value is None
 
 
 class SchedulerEvent(Frozen):
@@ -25,6 +30,23 @@ class SchedulerEvent(Frozen):
     node: str | None = None
     count: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
     """Kubernetes folds repeats into one Event with a count; kept so rates stay right."""
+    # Left out of the JSON when unset, so the events that carried none keep their bytes and
+    # envelope ids, and a worker not yet upgraded still reads them.
+    object_kind: Annotated[str | None, Field(exclude_if=_unset)] = None
+    """The involved object's kind when it is neither a Pod nor a Node: the owner a
+    controller's Event is about (Job, ReplicaSet, StatefulSet, ...)."""
+    object_namespace: Annotated[str | None, Field(exclude_if=_unset)] = None
+    object_name: Annotated[str | None, Field(exclude_if=_unset)] = None
+    quota: Annotated[QuotaRefusal | None, Field(exclude_if=_unset)] = None
+    """A FailedCreate Event's ResourceQuota refusal, read from its message; None for every
+    other Event, and for a refusal in wording gpufrag cannot read (the message keeps it)."""
+
+    @property
+    def owner(self) -> str | None:
+        """``Kind namespace/name`` of the involved object that is not a pod or node."""
+        if self.object_kind is None or self.object_name is None:
+            return None
+        return f"{self.object_kind} {self.object_namespace or 'default'}/{self.object_name}"
 
 
 SCHEDULER_TEXT_MAX = 240

@@ -160,8 +160,16 @@ class QuotaSettings(_Group):
     enabled: bool = True
     """Signal queues that could borrow idle quota in their cohort for pending work, lenders
     whose pending work others' borrowing blocks, and namespaces whose GPU ResourceQuota is
-    used up while GPU work waits; pending explanations name the quota that blocks a pod.
-    Nothing happens until a quota or queue object is seen."""
+    used up while GPU work waits or refused a controller's GPU pod; pending explanations name
+    the quota that blocks a pod. Nothing happens until a quota or queue object, or a refusal,
+    is seen."""
+    refusal_quiet_s: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 1200.0
+    """Event-time seconds after an owner's last FailedCreate "exceeded quota" Event after which
+    its refusal is over (its pods were created, or it was deleted or scaled down). A blocked
+    owner is refused again well within 20 minutes: the Job controller retries at most 60 s
+    apart, the ReplicaSet controller at most 1,000 s apart (its work queue's longest backoff),
+    and client-go's recorder passes one Event per object every 300 s once 25 came in a burst;
+    a shorter setting reopens the signal of a still-blocked ReplicaSet."""
 
 
 class DetectorSettings(_Group):

@@ -44,6 +44,7 @@ from streams.profiles.join import (
     NodeProfileUpdate,
     ProfileUpdate,
     QueueUpdate,
+    QuotaRefused,
     TaskProfileUpdate,
 )
 
@@ -174,6 +175,8 @@ class ClusterAnalysis:
         if isinstance(item, QueueUpdate):
             view.put_queue(item.key, item.queue)
             return self._each(lambda d: d.on_queue(item.key))
+        if isinstance(item, QuotaRefused):
+            return self._each(lambda d: d.on_refusal(item.event, item.at))
         change = view.put_task(item.key, item.profile)
         return self._each(lambda d: d.on_task(item.key, change))
 

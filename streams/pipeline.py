@@ -23,6 +23,7 @@ from streams.profiles.join import (
     NodeProfileUpdate,
     ProfileUpdate,
     QueueUpdate,
+    QuotaRefused,
     TaskProfileUpdate,
 )
 from streams.profiles.operators import (
@@ -143,7 +144,7 @@ class Pipeline:
     @staticmethod
     def ordered(env: Envelope, outputs: Sequence[object]) -> list[tuple[OrderKey, ProfileUpdate]]:
         """The join's outputs for one event, each with its place in the event-time order."""
-        kinds = (NodeProfileUpdate, TaskProfileUpdate, QueueUpdate)
+        kinds = (NodeProfileUpdate, TaskProfileUpdate, QueueUpdate, QuotaRefused)
         updates = [u for u in outputs if isinstance(u, kinds)]
         return ordered_deltas(env, updates)
 

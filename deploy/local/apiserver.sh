@@ -9,6 +9,20 @@
 #                                                and etcd's data so `start` resumes them
 #   deploy/local/apiserver.sh status             prints that line again if both are running
 #   deploy/local/apiserver.sh build              only build (or find cached) the two binaries
+#   deploy/local/apiserver.sh controllers [LIST] start kube-controller-manager against the running
+#                                                server with controllers LIST (default
+#                                                $GPUFRAG_APISERVER_CONTROLLERS, else
+#                                                job,resourcequota), built first if not cached;
+#                                                restarted if it runs with another LIST
+#   deploy/local/apiserver.sh build-controllers  only build (or find cached) kube-controller-manager
+#
+# GPUFRAG_APISERVER_CONTROLLERS=job,resourcequota makes `start` start kube-controller-manager too.
+# It runs those controllers (--controllers), --leader-elect=false, with a kubeconfig naming the
+# admin token's file ($RUN/controller-manager.kubeconfig), and serves /healthz on a loopback port
+# of its own (the fourth in `ports`). deploy/local/controller-manager/ is its Go module (main is
+# k8s.io/kubernetes's cmd/kube-controller-manager; go.mod is the apiserver's plus what `go mod
+# tidy` added), built and cached like the others: with the Go build cache warm from kube-apiserver
+# the build took 159 s on 2 cores (-p=2, nice 19), compiling the controllers' own packages.
 #
 # deploy/local/apiserver/ is a Go module whose main is k8s.io/kubernetes's cmd/kube-apiserver (its
 # go.mod replaces the staging k8s.io/* modules by their published versions) and deploy/local/etcd/
@@ -20,8 +34,9 @@
 # The token's user is in system:masters. Authorization is RBAC (GPUFRAG_APISERVER_AUTHZ=AlwaysAllow
 # to change it); anonymous requests are refused. The serving certificate is self-signed by
 # kube-apiserver into $RUN/certs (apiserver.crt holds it followed by its CA). No controller-manager
-# or scheduler runs: pods stay Pending, a deleted namespace stays Terminating, and the ServiceAccount
-# admission plugin is off (nothing creates a namespace's "default" service account).
+# or scheduler runs unless asked for (above): pods stay Pending, a deleted namespace stays
+# Terminating, and the ServiceAccount admission plugin is off (nothing creates a namespace's
+# "default" service account).
 #
 # Pods are served without the watch cache (GPUFRAG_APISERVER_WATCH_CACHE_SIZES, default pods#0, is
 # passed as --watch-cache-sizes; set it empty to cache every resource): a pod watch then reads
@@ -52,7 +67,7 @@ build() {
   local version hash out
   command -v go >/dev/null || die "Go is needed to build $name (none found on PATH)"
   case $name in
-    kube-apiserver) version=$(required_version "$dir" k8s.io/kubernetes) ;;
+    kube-apiserver|kube-controller-manager) version=$(required_version "$dir" k8s.io/kubernetes) ;;
     etcd) version=$(required_version "$dir" go.etcd.io/etcd/server/v3) ;;
   esac
   hash=$( { cat "$dir/go.mod" "$dir/go.sum" "$dir/main.go"; go version; echo "$*"; } \
@@ -72,15 +87,23 @@ build() {
   echo "$out/$name"
 }
 
-build_all() {
-  local kv major minor
-  kv=$(required_version "$HERE/apiserver" k8s.io/kubernetes)
+# The -ldflags that stamp a k8s.io/kubernetes binary of module $1 with its version.
+version_flags() {
+  local kv major minor pkg=k8s.io/component-base/version
+  kv=$(required_version "$1" k8s.io/kubernetes)
   major=${kv#v}; major=${major%%.*}
   minor=${kv#v*.}; minor=${minor%%.*}
-  local pkg=k8s.io/component-base/version
-  APISERVER_BIN=$(build "$HERE/apiserver" kube-apiserver \
-    "-X $pkg.gitVersion=$kv -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean")
+  echo "-X $pkg.gitVersion=$kv -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+}
+
+build_all() {
+  APISERVER_BIN=$(build "$HERE/apiserver" kube-apiserver "$(version_flags "$HERE/apiserver")")
   ETCD_BIN=$(build "$HERE/etcd" etcd)
+}
+
+build_controllers() {
+  CONTROLLERS_BIN=$(build "$HERE/controller-manager" kube-controller-manager \
+    "$(version_flags "$HERE/controller-manager")")
 }
 
 free_port() {
@@ -103,19 +126,25 @@ credentials() {
   openssl rsa -in "$RUN/sa.key" -pubout -out "$RUN/sa.pub" 2>/dev/null
 }
 
-# Waits up to $2 seconds for $1 (a command) to succeed while the process named $3 stays alive.
+# Waits up to $2 seconds for $1 (a command) to succeed while the process named $3 stays alive; on
+# failure stops what was started (only the controller-manager, when it is the one waited for: the
+# server may serve others).
 wait_for() {
   local check=$1 limit=$2 what=$3 deadline=$((SECONDS + $2))
   while [ $SECONDS -lt $deadline ]; do
     if ! alive "$what"; then
       tail -n 40 "$RUN/logs/$what.log" >&2 2>/dev/null || true
-      stop --keep-data; die "$what exited during start (logs in $RUN/logs)"
+      give_up "$what"; die "$what exited during start (logs in $RUN/logs)"
     fi
     if $check; then return 0; fi
     sleep 0.2
   done
   tail -n 40 "$RUN/logs/$what.log" >&2 2>/dev/null || true
-  stop --keep-data; die "$what was not ready within $limit s (logs in $RUN/logs)"
+  give_up "$what"; die "$what was not ready within $limit s (logs in $RUN/logs)"
+}
+
+give_up() {
+  if [ "$1" = controller-manager ]; then stop_one controller-manager; else stop --keep-data; fi
 }
 
 etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
@@ -126,13 +155,16 @@ apiserver_ready() {
 }
 
 start() {
-  if running; then cat "$RUN/address"; return 0; fi
+  if running; then
+    if [ -n "${GPUFRAG_APISERVER_CONTROLLERS:-}" ]; then controllers; fi
+    cat "$RUN/address"; return 0
+  fi
   stop --keep-data                       # a half-started pair from before
   command -v curl >/dev/null || die "curl is needed to wait for readiness"
   build_all
   mkdir -p "$RUN/logs" "$RUN/certs"
   if [ -f "$RUN/ports" ] && [ -d "$RUN/etcd" ]; then
-    read -r ETCD_PORT PEER_PORT API_PORT < "$RUN/ports"   # resume: same address, same data
+    read -r ETCD_PORT PEER_PORT API_PORT _ < "$RUN/ports"   # resume: same address, same data
   else
     rm -rf "$RUN/etcd"
     ETCD_PORT=$(free_port); PEER_PORT=$(free_port); API_PORT=$(free_port)
@@ -173,7 +205,50 @@ start() {
   echo "https://127.0.0.1:$API_PORT $RUN/token" > "$RUN/address"
   echo "apiserver.sh: etcd and kube-apiserver ready in $((SECONDS - t0)) s;" \
        "CA bundle $RUN/certs/apiserver.crt" >&2
+  if [ -n "${GPUFRAG_APISERVER_CONTROLLERS:-}" ]; then controllers; fi
   cat "$RUN/address"
+}
+
+controllers_healthy() {
+  curl -fsS --max-time 2 --cacert "$RUN/controller-manager-certs/kube-controller-manager.crt" \
+    "https://127.0.0.1:$CM_PORT/healthz" 2>/dev/null | grep -qx ok
+}
+
+# kube-controller-manager with controllers $1, against the running kube-apiserver.
+controllers() {
+  local list=${1:-${GPUFRAG_APISERVER_CONTROLLERS:-job,resourcequota}}
+  running || die "kube-apiserver is not running (start it first)"
+  if alive controller-manager && [ "$(cat "$RUN/controllers" 2>/dev/null)" = "$list" ]; then
+    return 0
+  fi
+  stop_one controller-manager
+  build_controllers
+  local url kc="$RUN/controller-manager.kubeconfig"
+  read -r url _ < "$RUN/address"
+  # the token by its file: the kubeconfig holds no secret of its own
+  printf '%s\n' \
+    "apiVersion: v1" "kind: Config" \
+    "clusters: [{name: local, cluster: {server: \"$url\", certificate-authority: \"$RUN/certs/apiserver.crt\"}}]" \
+    "users: [{name: gpufrag-admin, user: {tokenFile: \"$RUN/token\"}}]" \
+    "contexts: [{name: local, context: {cluster: local, user: gpufrag-admin}}]" \
+    "current-context: local" > "$kc"
+  CM_PORT=$(awk '{ print $4 }' "$RUN/ports")
+  if [ -z "$CM_PORT" ]; then
+    CM_PORT=$(free_port)
+    echo "$(cat "$RUN/ports") $CM_PORT" > "$RUN/ports.new" && mv -f "$RUN/ports.new" "$RUN/ports"
+  fi
+  mkdir -p "$RUN/logs"
+  # its serving certificate is self-signed into controller-manager-certs, like the API server's
+  setsid nohup "$CONTROLLERS_BIN" --kubeconfig "$kc" \
+    --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" \
+    --leader-elect=false --controllers "$list" \
+    --bind-address 127.0.0.1 --secure-port "$CM_PORT" \
+    --cert-dir "$RUN/controller-manager-certs" --profiling=false \
+    >"$RUN/logs/controller-manager.log" 2>&1 < /dev/null &
+  echo $! > "$RUN/controller-manager.pid"
+  echo "$list" > "$RUN/controllers"
+  wait_for controllers_healthy 60 controller-manager
+  echo "apiserver.sh: kube-controller-manager running controllers $list" >&2
 }
 
 stop_one() {
@@ -190,6 +265,8 @@ stop_one() {
 
 stop() {
   local keep=${1:-}
+  stop_one controller-manager
+  rm -f "$RUN/controllers"
   stop_one apiserver
   stop_one etcd
   rm -f "$RUN/address"
@@ -201,5 +278,8 @@ case "${1:-}" in
   stop) stop "${2:-}" ;;
   status) if running; then cat "$RUN/address"; else echo "not running" >&2; exit 1; fi ;;
   build) build_all; echo "$APISERVER_BIN"; echo "$ETCD_BIN" ;;
-  *) echo "usage: $0 start | stop [--keep-data] | status | build" >&2; exit 2 ;;
+  controllers) controllers "${2:-}" ;;
+  build-controllers) build_controllers; echo "$CONTROLLERS_BIN" ;;
+  *) echo "usage: $0 start | stop [--keep-data] | status | build | controllers [LIST]" \
+       "| build-controllers" >&2; exit 2 ;;
 esac

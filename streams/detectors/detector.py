@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from models import DetectorSettings, Signal, TaskProfile
+from models import DetectorSettings, SchedulerEvent, Signal, TaskProfile
 from models.analysis import Explanation
 from models.settings_group import Group
 from streams.cluster.book import SignalBook
@@ -77,6 +77,12 @@ class Detector(Generic[S]):
 
     def on_queue(self, key: str) -> list[Signal]:
         """Quota or queue object ``key`` changed or is gone (in ``view.queues`` already)."""
+        return []
+
+    def on_refusal(self, event: SchedulerEvent, at: datetime) -> list[Signal]:
+        """A controller's pod was refused by a ResourceQuota at ``at`` (``event.quota`` is
+        set): work that has no pod, so the view holds nothing of it; a detector that wants it
+        keeps it."""
         return []
 
     def on_typical(self) -> list[Signal]:

@@ -9,7 +9,10 @@ Three findings, each per GPU resource, from the queue view (``queues.py``):
 - ``quota_lender_blocked`` (a queue): it has pending work and unused guaranteed quota, but the
   cohort has none free because others borrowed it, so the work waits for reclaim;
 - ``quota_exhausted`` (a namespace): a GPU ResourceQuota is used up while GPU work waits in the
-  namespace;
+  namespace, or it refused a controller's GPU pod (a FailedCreate "exceeded quota" Event on a
+  Job, ReplicaSet, StatefulSet...: work that never became a pod); the refusal's summary names
+  the owner and what it asked against what was used and limited (``quota_refusals.py`` says
+  when a refusal is over). One signal per namespace: whichever finding comes first words it;
 - ``quota_exhausted`` (a queue): a queue is full, its waiting work beyond what it may still take
   of its own accord (a Volcano queue at its capability, a Kueue ClusterQueue at its nominal
   quota without a cohort, or at nominal + borrowing limit), when neither borrowing finding
@@ -19,19 +22,22 @@ Three findings, each per GPU resource, from the queue view (``queues.py``):
 
 The view changes only with quota objects and with pods that request GPUs; the findings are
 re-derived at the end of an instant where either changed, from the ledgers alone, so a
-restored view gives the same signals without a schedule of its own.
+restored view gives the same signals without a schedule of its own. Refusals are the
+detector's own state (its clock state, so a restarted worker has them back), and their quiet
+period its one schedule.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
-from models import Scope, Severity, Signal, SignalKind
+from models import SchedulerEvent, Scope, Severity, Signal, SignalKind
 from models.settings import QuotaSettings
 from streams.cluster.book import SignalBook
 from streams.cluster.queues import EPSILON, QueueQuota, QueueView, queue_view
 from streams.cluster.view import ClusterView, TaskChange
 from streams.detectors.detector import Detector
+from streams.detectors.quota_refusals import Refusals, RefusedOwner
 
 KINDS = (
     SignalKind.QUOTA_BORROWABLE,
@@ -40,6 +46,8 @@ KINDS = (
 )
 Finding = tuple[SignalKind, Scope, str, str, dict[str, object]]
 """kind, scope, scope id, summary, evidence."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""The view's time before any event (never seen: a refusal comes with its event's time)."""
 
 
 class QuotaDetector(Detector[QuotaSettings]):
@@ -48,9 +56,17 @@ class QuotaDetector(Detector[QuotaSettings]):
     def __init__(self, view: ClusterView, book: SignalBook, settings: QuotaSettings) -> None:
         super().__init__(view, book, settings)
         self.changed = False
+        self.refusals = Refusals(quiet_s=settings.refusal_quiet_s)
 
     def on_queue(self, key: str) -> list[Signal]:
         self.changed = True
+        if key not in self.view.queues:  # deleted, or no longer limiting GPUs
+            self.refusals.quota_gone(key)
+        return []
+
+    def on_refusal(self, event: SchedulerEvent, at: datetime) -> list[Signal]:
+        if self.refusals.heard(event, at):
+            self.changed = True
         return []
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
@@ -59,10 +75,20 @@ class QuotaDetector(Detector[QuotaSettings]):
         return []
 
     def advance(self, at: datetime) -> list[Signal]:
-        return self._evaluate() if self.changed else []
+        return self._evaluate() if self.changed or self.refusals.due(at) else []
 
     def flush(self) -> list[Signal]:
         return self._evaluate() if self.changed else []
+
+    def next_due(self) -> datetime | None:
+        return self.refusals.next_due()
+
+    def clock_state(self) -> dict[str, object]:
+        state = self.refusals.state()
+        return {"refusals": state} if state else {}
+
+    def restore_clock(self, state: dict[str, object]) -> None:
+        self.refusals.restore(state.get("refusals"))
 
     def rebuilt(self) -> None:
         self.changed = True
@@ -70,10 +96,13 @@ class QuotaDetector(Detector[QuotaSettings]):
     def _evaluate(self) -> list[Signal]:
         self.changed = False
         qv = queue_view(self.view.queues, self.view.tally)
-        findings = [*_queue_findings(qv), *_namespace_findings(qv)]
+        refused = self.refusals.live(self.view.now or _EPOCH, self.view.queues)
+        findings = [*_queue_findings(qv), *_refusal_findings(refused), *_namespace_findings(qv)]
         out: list[Signal] = []
         active: set[tuple[SignalKind, str]] = set()
         for kind, scope, scope_id, summary, evidence in findings:
+            if (kind, scope_id) in active:
+                continue  # one signal per namespace: a refusal words it before the ledgers
             active.add((kind, scope_id))
             out += self.book.opened(
                 kind,
@@ -237,6 +266,33 @@ def _namespace_findings(qv: QueueView) -> list[Finding]:
                 {
                     "quotas": {q.key: q.evidence() for q in quotas if q.key in exhausted},
                     "exhausted": exhausted,
+                },
+            )
+        )
+    return out
+
+
+def _refusal_findings(refused: list[RefusedOwner]) -> list[Finding]:
+    """One finding per namespace whose quota refused a GPU pod, worded by its first refused
+    owner; every live refusal of the namespace in its evidence."""
+    by_ns: dict[str, list[RefusedOwner]] = {}
+    for r in refused:
+        by_ns.setdefault(r.namespace, []).append(r)
+    out: list[Finding] = []
+    for namespace, rs in sorted(by_ns.items()):
+        first = rs[0]
+        more = f" (and {len(rs) - 1} more owners)" if len(rs) > 1 else ""
+        out.append(
+            (
+                SignalKind.QUOTA_EXHAUSTED,
+                Scope.NAMESPACE,
+                namespace,
+                f"namespace {namespace}: {first.quota_key} refused {first.owner}'s pod: "
+                f"{first.words()}{more}",
+                {
+                    "reason": "refused",
+                    "owner": first.owner,
+                    "refused": {r.owner: r.evidence() for r in rs},
                 },
             )
         )

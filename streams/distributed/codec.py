@@ -1,5 +1,5 @@
-"""The runner's internal messages on Kafka: bindings, peaks, profile deltas, cluster reports,
-dead letters.
+"""The runner's internal messages on Kafka: bindings, peaks, profile deltas (and the quota
+refusals that travel with them), cluster reports, dead letters.
 
 JSON with a ``type`` and a ``v`` (version) field; profiles and tasks travel as their pydantic
 JSON, so a consumer validates what it reads exactly as the models define it.
@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from models import Envelope, NodeProfile, TaskProfile, from_json
+from models import Envelope, NodeProfile, SchedulerEvent, TaskProfile, from_json
 from models.analysis import InstantReport
 from models.progress import SourceProgress
 from streams.instants import OrderKey
@@ -22,11 +22,12 @@ from streams.profiles.join import (
     Binding,
     NodeProfileUpdate,
     PeakReport,
+    QuotaRefused,
     TaskProfileUpdate,
 )
 
 VERSION = 1
-Message = Binding | PeakReport | NodeProfileUpdate | TaskProfileUpdate
+Message = Binding | PeakReport | NodeProfileUpdate | TaskProfileUpdate | QuotaRefused
 
 
 class DecodeError(ValueError):
@@ -52,6 +53,8 @@ def encode(msg: Message, *, order: OrderKey | None) -> bytes:
         body = {"type": "peak", "key": msg.key, "used_mib": msg.used_mib}
     elif isinstance(msg, NodeProfileUpdate):
         body = {"type": "node", "name": msg.name, "profile": _dump(msg.profile)}
+    elif isinstance(msg, QuotaRefused):
+        body = {"type": "quota_refused", "event": msg.event.model_dump(mode="json")}
     else:
         body = {"type": "task", "key": msg.key, "profile": _dump(msg.profile)}
     body["v"] = VERSION
@@ -131,6 +134,8 @@ def _message(body: dict[str, Any], at: datetime) -> Message:
         return TaskProfileUpdate(
             body["key"], None if p is None else TaskProfile.model_validate(p), at
         )
+    if kind == "quota_refused":
+        return QuotaRefused(SchedulerEvent.model_validate(body["event"]), at)
     raise DecodeError(f"unknown message type {kind!r}")
 
 

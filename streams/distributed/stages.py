@@ -4,9 +4,10 @@
   sends task deltas to the cluster view and bindings to the pod's node;
 - nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
   -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
-- cluster view (one partition, low rate): deltas, and quota and queue objects straight from
-  their topic -> ``ClusterAnalysis``, one event-time instant at a time; sends signals, and
-  the view's report on each instant (fragmentation, pending explanations) for the history.
+- cluster view (one partition, low rate): deltas (with the quota refusals the tasks stage
+  passes on), and quota and queue objects straight from their topic -> ``ClusterAnalysis``,
+  one event-time instant at a time; sends signals, and the view's report on each instant
+  (fragmentation, pending explanations) for the history.
 
 Keyed operators' state lives in the stage's table, one entry per key, and is loaded into the
 operator when a key is first used after a start or a rebalance; the cluster view is restored
@@ -52,6 +53,7 @@ from streams.profiles.join import (
     NodeProfileUpdate,
     PeakReport,
     QueueUpdate,
+    QuotaRefused,
     TaskProfileUpdate,
 )
 from streams.profiles.operators import (
@@ -61,6 +63,7 @@ from streams.profiles.operators import (
     TaskInput,
     is_system_oom,
     queue_update,
+    quota_refused,
 )
 
 log = logging.getLogger(__name__)
@@ -136,13 +139,19 @@ class TaskLogic:
         if not isinstance(p, PodEvent | SchedulingEvent):
             raise DecodeError(f"a {item.kind.value} event on {topic}")
         if isinstance(p, SchedulingEvent) and not p.event.pod_name:
-            # about a node: nothing for a task, still in order
-            return HeldInput(ordered(item), None)
+            # a quota's refusal of an owner's pod goes on to the cluster view, as the embedded
+            # join passes it; the rest is about a node: nothing for a task, still in order
+            return HeldInput(ordered(item), quota_refused(item))
         return HeldInput(ordered(item), TaskInput(item.key, p, item.event_time, item.id))
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
         if item is None:
             return
+        if isinstance(item, QuotaRefused):
+            o = None if order is None else order._replace(rank=TASK_RANK, sub=0)
+            owner = f"{item.event.object_namespace or 'default'}/{item.event.object_name or ''}"
+            await self.out.deltas.send(key=owner.encode(), value=encode(item, order=o))
+            return  # no state: the refusal is the cluster view's to keep
         assert isinstance(item, TaskInput)
         if item.key not in self.loaded:
             raw = self.table.get(item.key.encode())
@@ -306,14 +315,14 @@ class ClusterLogic:
         if isinstance(decoded, SourceProgress):
             return decoded
         delta, order = decoded
-        if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate):
+        if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate | QuotaRefused):
             raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
         if order is None:
             return Direct(delta)  # telemetry-driven (a memory peak): applied as it comes
         return HeldInput(order, delta, derived=True)
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
-        assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate | QueueUpdate)
+        assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate | QueueUpdate | QuotaRefused)
         key = order if order is not None else TELEMETRY._replace(at=item.at)
         await self._publish(self.instants().add(key, item))
 

@@ -22,6 +22,7 @@ from models import (
     PodEvent,
     PodPhase,
     QueueObject,
+    SchedulerEvent,
     SchedulingEvent,
     TaskProfile,
 )
@@ -59,7 +60,16 @@ class QueueUpdate:
     at: datetime
 
 
-ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | QueueUpdate
+@dataclass(frozen=True, slots=True)
+class QuotaRefused:
+    """A controller's pod that a ResourceQuota refused (a FailedCreate Event with its refusal
+    read), passed through to the cluster view like a quota object: there is no pod to join."""
+
+    event: SchedulerEvent
+    at: datetime
+
+
+ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | QueueUpdate | QuotaRefused
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from streams.profiles.join import (
     PeakReport,
     ProfileUpdate,
     QueueUpdate,
+    QuotaRefused,
     TaskProfileUpdate,
     node_step,
     task_step,
@@ -55,6 +56,7 @@ __all__ = [
     "node_input",
     "ordered_deltas",
     "queue_update",
+    "quota_refused",
     "task_input",
 ]
 
@@ -253,6 +255,15 @@ def queue_update(env: Envelope) -> QueueUpdate:
     return QueueUpdate(p.queue.key, None if p.change == "delete" else p.queue, env.event_time)
 
 
+def quota_refused(env: Envelope) -> QuotaRefused | None:
+    """A ResourceQuota's refusal of an owner's pod, as the cluster view takes it (both runners
+    pass it through); None for every other event."""
+    p = env.payload
+    if isinstance(p, SchedulingEvent) and p.event.quota is not None and not p.event.pod_name:
+        return QuotaRefused(p.event, env.event_time)
+    return None
+
+
 def is_system_oom(p: object) -> bool:
     """The kubelet's report of the node's kernel OOM killer: about a node, not a pod."""
     return (
@@ -297,8 +308,10 @@ class ProfileJoin(_Clock):
             return out + [o for o in node_out if isinstance(o, NodeProfileUpdate)]
         if isinstance(item.payload, QueueEvent):
             return [queue_update(item)]
+        if (refused := quota_refused(item)) is not None:
+            return [refused]
         if isinstance(item.payload, SchedulingEvent):
-            return []  # node- or cluster-scoped scheduler events: in the history only
+            return []  # other node- or cluster-scoped scheduler events: in the history only
         raise TypeError(f"unhandled payload {type(item.payload).__name__}")
 
     def _task(self, item: TaskInput) -> list[ProfileUpdate]:

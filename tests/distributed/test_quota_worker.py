@@ -1,6 +1,7 @@
 """Quota and queue objects through the real broker: the worker's cluster stage reads them from
-their own one-partition topic and gives the quota signals the embedded runner gives, opened
-and resolved at the same times, evidence included."""
+their own one-partition topic (and a Job's quota refusal from the tasks stage, which passes
+it on with the deltas) and gives the quota signals the embedded runner gives, opened and
+resolved at the same times, evidence included."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ def test_quota_signals_through_kafka_and_faust_equal_the_embedded_ones(
     ours = embedded_signals(envs, KINDS)
     assert sorted((k[1], k[2]) for k in ours) == [
         ("quota_exhausted", "open"),
+        ("quota_exhausted", "open"),  # the refused Job's namespace
+        ("quota_exhausted", "resolved"),
         ("quota_exhausted", "resolved"),
         ("quota_lender_blocked", "open"),
         ("quota_lender_blocked", "resolved"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes_asyncio.client import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+
 from connectors.kube.watch.nodes import node_from_kube
 from connectors.kube.watch.pods import pod_from_kube
 from connectors.kube.watch.queue_objects import (
@@ -17,7 +19,8 @@ from connectors.kube.watch.queue_objects import (
     volcano_queue_from_dict,
     workload_from_dict,
 )
-from models import Envelope, NodeEvent, PodEvent, QueueEvent, QueueObject
+from connectors.kube.watch.scheduling import scheduler_event
+from models import Envelope, NodeEvent, PodEvent, QueueEvent, QueueObject, SchedulingEvent
 from tests.kube_fake.objects import T0, node, pod, quota
 
 __all__ = [
@@ -28,12 +31,15 @@ __all__ = [
     "borrower_steps",
     "cluster_queue",
     "exhausted_steps",
+    "failed_create",
     "full_cluster_queue_steps",
     "full_volcano_steps",
     "gpu_node",
     "gpu_pod",
     "local_queue",
     "queued",
+    "refusal_steps",
+    "refused",
     "workload",
 ]
 
@@ -405,4 +411,78 @@ def full_cluster_queue_steps() -> list[Step]:
             ],
             resolves={("quota_exhausted", CQ_SOLO)},
         ),
+    ]
+
+
+def refused(
+    owner: str,
+    namespace: str,
+    *,
+    message: str,
+    kind: str = "Job",
+    count: int = 1,
+) -> Envelope:
+    """The controller's FailedCreate Event on its owner, mapped by the watcher's own code."""
+    event = scheduler_event(
+        failed_create(owner, namespace, message=message, kind=kind, count=count), count=count
+    )
+    return Envelope.wrap(SchedulingEvent(event=event), event_time=T0, source="kube")
+
+
+def failed_create(
+    owner: str, namespace: str, *, message: str, kind: str = "Job", count: int = 1
+) -> CoreV1Event:
+    """The controller's FailedCreate Event on its owner, as the Job controller records it
+    (k8s.io/kubernetes controller_utils: ``Error creating: <the API server's error>``)."""
+    return CoreV1Event(
+        api_version="v1",
+        kind="Event",
+        metadata=V1ObjectMeta(name=f"{owner}.1812a3b4c5d6e7f8", namespace=namespace),
+        involved_object=V1ObjectReference(
+            api_version="batch/v1", kind=kind, namespace=namespace, name=owner, uid=f"uid-{owner}"
+        ),
+        reason="FailedCreate",
+        message=message,
+        count=count,
+        first_timestamp=T0,
+        last_timestamp=T0,
+        type="Warning",
+        source=V1EventSource(component="job-controller"),
+    )
+
+
+def gpu_refusal(pod: str, *, used: int = 2, limited: int = 2, quota: str = "gpu") -> str:
+    return (
+        f'Error creating: pods "{pod}" is forbidden: exceeded quota: {quota}, requested: '
+        f"requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu={used}, limited: "
+        f"requests.nvidia.com/gpu={limited}"
+    )
+
+
+def refusal_steps() -> list[Step]:
+    """Namespace vision's ResourceQuota allows 2 GPUs; Job train asks for 4 pods of 1 GPU: two
+    run, the Job controller's third and fourth are refused (FailedCreate on the Job, no pod);
+    then the quota is raised to 4, which admits what was refused."""
+
+    def gpu_quota(hard: int) -> Envelope:
+        limits = {"requests.nvidia.com/gpu": str(hard), "requests.cpu": "64"}
+        q = quota("gpu", "vision", hard=limits, used={"requests.nvidia.com/gpu": "2"})
+        return queued(quota_from_kube(q))
+
+    return [
+        Step(
+            [
+                gpu_node("gpu-7"),
+                gpu_quota(2),
+                gpu_pod("train-a1b2c", "vision", gpus=1, on="gpu-7"),
+                gpu_pod("train-d3e4f", "vision", gpus=1, on="gpu-7"),
+            ]
+        ),
+        Step(
+            [refused("train", "vision", message=gpu_refusal("train-g5h6i"), count=2)],
+            opens={("quota_exhausted", "vision")},
+        ),
+        # the same refusal again (the next try): still open, nothing new
+        Step([refused("train", "vision", message=gpu_refusal("train-j7k8l"))]),
+        Step([gpu_quota(4)], resolves={("quota_exhausted", "vision")}),
     ]

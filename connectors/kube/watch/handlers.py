@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import ValidationError
 
 from connectors.kube.objects import MappingError, refused_fields
+from connectors.kube.watch.failed_create import is_quota_refusal
 from connectors.kube.watch.object_refusals import ObjectRefusals
 from connectors.kube.watch.pods import GangLookup, oom_kills, pod_from_kube
 from connectors.kube.watch.scheduling import event_count, event_time, oom_event, scheduler_event
@@ -220,9 +221,11 @@ class PodHandler:
 
 
 class EventHandler:
-    """Kubernetes Events with one of the configured reasons. The state is the occurrence count
-    already emitted, so a repeat (count 3 -> 5) emits count 2 and a re-list emits nothing new;
-    Events with other reasons are kept (as a count) only to tell changes from replays."""
+    """Kubernetes Events with one of the configured reasons, and controllers' FailedCreate
+    Events that say a ResourceQuota refused the pod (whatever the reasons: refused work has
+    no pod, so that Event is its only trace). The state is the occurrence count already
+    emitted, so a repeat (count 3 -> 5) emits count 2 and a re-list emits nothing new; other
+    Events are kept (as a count) only to tell changes from replays."""
 
     def __init__(
         self, *, reasons: frozenset[str], source: str, clock: Clock, errors: ObjectRefusals
@@ -238,7 +241,7 @@ class EventHandler:
         except MappingError as exc:
             self.errors.report(obj, exc)
             return prev or 0, []
-        if obj.reason not in self.reasons:
+        if obj.reason not in self.reasons and not is_quota_refusal(obj.reason, obj.message):
             return count, []
         new = count - prev if prev is not None else count
         if new <= 0:

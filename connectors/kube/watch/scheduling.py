@@ -1,5 +1,6 @@
 """CoreV1Event -> models.SchedulerEvent for the reasons that explain placement, eviction and
-OOM, and the OOMKilled events derived from pod statuses."""
+OOM, a controller's FailedCreate when a ResourceQuota refused its pod, and the OOMKilled events
+derived from pod statuses."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from connectors.kube.objects import MappingError, aware
+from connectors.kube.watch.failed_create import is_quota_refusal, parse_quota_refusal
 from connectors.kube.watch.pods import OomKill
 from models import SchedulerEvent
 from models.bounds import COUNT_MAX
@@ -44,16 +46,25 @@ def event_time(event: Any, *, now: datetime) -> datetime:
 
 
 def scheduler_event(event: Any, *, count: int) -> SchedulerEvent:
-    """The Event as gpufrag models it, with ``count`` new occurrences."""
+    """The Event as gpufrag models it, with ``count`` new occurrences. Raises MappingError for
+    a quota refusal whose figures cannot be read."""
     involved = event.involved_object
     kind = involved.kind if involved is not None else None
+    namespace = (involved.namespace if involved is not None else None) or (
+        event.metadata.namespace if event.metadata else None
+    )
     pod_namespace = pod_name = pod_uid = node = None
+    object_kind = object_namespace = object_name = None
     if kind == "Pod":
-        pod_namespace = involved.namespace or (event.metadata.namespace if event.metadata else None)
+        pod_namespace = namespace
         pod_name = involved.name
         pod_uid = involved.uid
     elif kind == "Node":
         node = involved.name
+    elif kind:
+        object_kind, object_namespace, object_name = kind, namespace, involved.name
+    message = event.message or ""
+    quota = parse_quota_refusal(message) if is_quota_refusal(event.reason, message) else None
     source = getattr(event, "source", None)
     if node is None and source is not None and source.host:
         node = source.host  # kubelet events (Evicted) name the node they come from
@@ -65,6 +76,10 @@ def scheduler_event(event: Any, *, count: int) -> SchedulerEvent:
         pod_uid=pod_uid,
         node=node,
         count=max(1, count),
+        object_kind=object_kind,
+        object_namespace=object_namespace,
+        object_name=object_name,
+        quota=quota,
     )
 
 
