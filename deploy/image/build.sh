@@ -183,15 +183,22 @@ image_key=$({ basename "$tarball"; basename "$wheels"; sha256sum "$HERE/build.sh
               git -C "$ROOT" rev-parse HEAD 2>/dev/null || true
             } | hash_of)
 layout="$CACHE/oci-$image_key"
+
+# Keeps the newest $1 finished entries named $2-*. An entry still being written (`.tmp` in its
+# name) is another checkout's build in progress, never pruned: matching it broke two builds
+# running at once.
+prune() {
+  local keep=$1 kind=$2
+  find "$CACHE" -maxdepth 1 -name "$kind-*" ! -name '*.tmp*' -printf '%T@ %p\n' 2>/dev/null \
+    | sort -rn | tail -n +"$((keep + 1))" | cut -d' ' -f2- | xargs -r -d '\n' rm -rf
+}
 if [ ! -f "$layout/.complete" ]; then
   rm -rf "$layout" "$layout.tmp"
   assemble "$tarball" "$wheels" "$wheel" "$layout.tmp"
   touch "$layout.tmp/.complete" && mv "$layout.tmp" "$layout"
   # Older entries are the previous checkouts' and locks' (an image is 430 MB, the wheels as
   # much, a root filesystem 170 MB): keep the newest three images and two of the others.
-  ls -dt "$CACHE"/oci-* 2>/dev/null | tail -n +4 | xargs -r rm -rf
-  ls -dt "$CACHE"/wheels-* 2>/dev/null | tail -n +3 | xargs -r rm -rf
-  ls -dt "$CACHE"/rootfs-* 2>/dev/null | tail -n +3 | xargs -r rm -rf
+  prune 3 oci; prune 2 wheels; prune 2 rootfs
   say "image assembled in $((SECONDS - total_start)) s"
 else
   say "image found in the cache ($((SECONDS - total_start)) s)"
