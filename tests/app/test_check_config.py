@@ -20,8 +20,8 @@ from tests.app.check_config_helpers import (
     user_env,
 )
 from tests.connectors.alerts.alertmanager_proc import Alertmanager
-from tests.connectors.dcgm.exporter_server import free_port
 from tests.local_apiserver import ApiServer
+from tests.ports import free_port
 
 pytestmark = pytest.mark.deploy
 

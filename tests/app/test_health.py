@@ -26,9 +26,10 @@ from streams.app.lifecycle.probes import Health, serve_health
 from streams.app.lifecycle.run_record import RunSpec
 from streams.app.lifecycle.session import Session
 from tests.app.pipeline_helpers import dsn_for
-from tests.http_probe import free_port, get
+from tests.http_probe import get
 from tests.local_apiserver import ApiServer
 from tests.paths import REPO_ROOT
+from tests.ports import free_port
 
 DEADLINE_S = 120.0
 

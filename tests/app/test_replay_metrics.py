@@ -18,8 +18,9 @@ import pytest
 
 from tests.app.metrics_scrape import Scrape, compare, instant_of, parse, rows_by_instant
 from tests.app.pipeline_helpers import dsn_for, store_at
-from tests.http_probe import free_port, get
+from tests.http_probe import get
 from tests.paths import REPO_ROOT
+from tests.ports import free_port
 
 DEADLINE_S = 300.0
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ from pathlib import Path
 
 from tests.app.pipeline_helpers import dsn_for, gpufrag, gpufrag_env, store_at
 from tests.app.reference_replay import NODE_LIMIT
+from tests.ports import free_port
 
 DEADLINE_S = 180  # generous: a busy 2-core machine starts chDB and the pipeline slowly
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rows_written(port: int, table: str) -> float:
@@ -82,7 +76,7 @@ def test_a_killed_replay_is_abandoned_and_reads_default_to_the_run_before(
     assert first.returncode == 0, first.stderr
     done = json.loads(first.stdout)["run_id"]
 
-    port = _free_port()
+    port = free_port()
     proc = _start_slow_replay(dsn, port)
     try:
         _wait_until_storing(proc, port)

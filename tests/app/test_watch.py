@@ -35,9 +35,10 @@ from streams.runner.embedded import EmbeddedRunner, Emission, Failure
 from streams.runner.live_stream import LiveStream
 from tests.app.pipeline_helpers import dsn_for, store_at
 from tests.app.watch_helpers import kubeconfig_for, run_watch, sample_value, start_watch
-from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
+from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import T0, container, node, pod
+from tests.ports import free_port
 
 PAGE = Path(__file__).parents[1] / "connectors" / "dcgm" / "fixtures" / "plain_h200.txt"
 NODE = "gpu-h200-07"  # the fixture page's Hostname label

@@ -28,7 +28,8 @@ from tests.connectors.kube.actuator_helpers import (
     running_pod,
 )
 from tests.distributed.worker_helpers import collect, kafka_env
-from tests.http_probe import free_port, get
+from tests.http_probe import get
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
 

@@ -24,8 +24,8 @@ from tests.app.metrics_scrape import parse, summed
 from tests.connectors.alerts.alerting import storm, until
 from tests.connectors.alerts.alertmanager_proc import Alertmanager
 from tests.connectors.alerts.receiver import Receiver
-from tests.connectors.dcgm.exporter_server import free_port
 from tests.distributed.worker_helpers import kafka_env
+from tests.ports import free_port
 
 WITHIN_S = 180.0
 """A busy 2-core machine: the alerter's start, the group's join and the catch-up together."""

@@ -15,8 +15,9 @@ import pytest
 from connectors.trace.bundled import bundled_pods_path
 from tests.app.pipeline_helpers import dsn_for
 from tests.distributed.worker_helpers import kafka_env
-from tests.http_probe import free_port, get, wait_ready
+from tests.http_probe import get, wait_ready
 from tests.paths import REPO_ROOT
+from tests.ports import free_port
 
 DEADLINE_S = 180.0
 

@@ -41,7 +41,8 @@ from tests.distributed.worker_helpers import (
     until_reported,
     wait_caught_up,
 )
-from tests.http_probe import free_port, get
+from tests.http_probe import get
+from tests.ports import free_port
 
 pytestmark = pytest.mark.kafka
 NODES = int(os.environ.get("GPUFRAG_PARITY_NODES", "120"))

@@ -17,7 +17,6 @@ from models import Signal, from_json
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
 from tests.app.reference_replay import NODE_LIMIT, operator_signals
-from tests.connectors.dcgm.exporter_server import free_port
 from tests.distributed.worker_helpers import (
     collect,
     kafka_env,
@@ -26,6 +25,7 @@ from tests.distributed.worker_helpers import (
     start_worker,
     wait_caught_up,
 )
+from tests.ports import free_port
 
 pytestmark = pytest.mark.kafka
 MALFORMED = 10_000

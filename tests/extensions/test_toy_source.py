@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tests.app.pipeline_helpers import dsn_for, store_at
 from tests.app.watch_helpers import run_watch, sample_value
-from tests.connectors.dcgm.exporter_server import free_port
 from tests.extensions.toy_source import NODES, POD
+from tests.ports import free_port
 
 ROOT = Path(__file__).parents[2]
 TOY = f"toy@{socket.gethostname()}"

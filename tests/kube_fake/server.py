@@ -20,7 +20,6 @@ watchers depend on:
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -37,14 +36,9 @@ from tests.kube_fake.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tests.ports import free_port
 
 __all__ = ["FakeApiServer", "RequestRecord", "free_port"]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.connectors.dcgm.exporter_server import free_port
+from tests.ports import free_port
 
 BINARY = os.environ.get("GPUFRAG_TEST_ALERTMANAGER_BIN", "/usr/bin/prometheus-alertmanager")
 

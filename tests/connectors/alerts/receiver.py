@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.connectors.dcgm.exporter_server import free_port
+from tests.ports import free_port
 
 
 class Receiver:

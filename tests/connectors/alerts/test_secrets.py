@@ -14,7 +14,7 @@ from connectors.alerts import AlertmanagerSink, AlertSink, SlackSink, WebhookSin
 from connectors.alerts.redact import redact, redacted_url
 from tests.connectors.alerts.alerting import DeadLetters, dispatching, settings, storm, until
 from tests.connectors.alerts.receiver import Receiver
-from tests.connectors.dcgm.exporter_server import free_port
+from tests.ports import free_port
 
 SECRET_MARK = "sekret"
 """In every secret piece of the URLs below and nowhere else, so one search finds any leak."""

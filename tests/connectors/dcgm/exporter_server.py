@@ -3,16 +3,9 @@ test can stop, restart on the same port, or switch to other answers."""
 
 from __future__ import annotations
 
-import socket
-
 from aiohttp import web
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.ports import free_port
 
 
 class FakeExporter:

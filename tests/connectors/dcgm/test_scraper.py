@@ -15,9 +15,10 @@ from connectors.dcgm import Endpoint
 from connectors.dcgm.scraper import DcgmScraper
 from connectors.refusals import RefusalLog
 from models import Envelope, GpuSampleEvent
-from tests.connectors.dcgm.exporter_server import FakeExporter, free_port
+from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.connectors.dcgm.helpers import page
 from tests.connectors.dcgm.scraping import Sink, metric, running, until
+from tests.ports import free_port
 
 CLOCK = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 

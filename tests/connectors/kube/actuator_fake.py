@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from tests.kube_fake.server import free_port
+from tests.ports import free_port
 
 
 def status(code: int, reason: str, message: str, *causes: dict[str, str]) -> dict[str, Any]:
