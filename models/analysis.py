@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from models.actions import NoFix
 from models.profiles import TaskProfile
 from models.scheduler import PendingVerdict
 
@@ -127,6 +128,10 @@ class Explanation:
     """The same objects with their figures, in the same order. A field of its own beside
     ``quota`` rather than in its place, so a report encoded by a worker of the previous
     version (keys only) still decodes."""
+    no_fix: tuple[NoFix, ...] = ()
+    """Why no planner found a plan for the pod, one entry per planner that searched: set by
+    the acting step on the explanation of the instant it planned (the pod's unplaceable
+    signal opening), empty at every other evaluation and where actions are off."""
 
     @property
     def unplaceable(self) -> bool:

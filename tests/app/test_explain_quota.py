@@ -4,83 +4,21 @@ stored row, and the queue's `quota_exhausted` signal in the store, opened and re
 
 from __future__ import annotations
 
-import asyncio
 import json
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from connectors.clickhouse.rows import QUOTA_COLUMNS
-from connectors.clickhouse.sink import ClickHouseSink
-from connectors.clickhouse.store import open_store
-from models import Envelope, GpufragSettings, StoreSettings
-from streams.app.lifecycle.history import open_history
-from streams.app.lifecycle.runs import FINISHED, run_row
 from streams.app.queries.explained_row import quota_text, verdict
-from streams.app.sinks.store_output import StoreOutput
-from streams.pipeline import define_pipeline
-from streams.runner.embedded import EmbeddedRunner
-from streams.runner.fanout import Fanout
-from tests.app.pipeline_helpers import dsn_for, gpufrag, stored_signals
-from tests.kube_fake.objects import T0
+from tests.app.pipeline_helpers import gpufrag, stored_signals
+from tests.app.scripted_runs import stored_run
 from tests.streams.quota_scenarios import (
     CQ_SOLO,
     VQ_SERVE,
-    Step,
     full_cluster_queue_steps,
     full_volcano_steps,
 )
-
-RUN = "run-quota"
-
-
-def events(steps: list[Step]) -> list[Envelope]:
-    """The steps one minute apart (longer than the pending queue's evaluation interval), in
-    source order."""
-    out: list[Envelope] = []
-    for n, step in enumerate(steps):
-        for env in step.events:
-            at = T0 + timedelta(minutes=n)
-            out.append(env.model_copy(update={"event_time": at, "seq": len(out)}))
-    return out
-
-
-async def _run_into(settings: StoreSettings, steps: list[Step]) -> None:
-    await asyncio.to_thread(lambda: open_history(settings).close())
-    sink = ClickHouseSink(lambda: open_store(settings), settings)
-    await sink.start()
-    runner = EmbeddedRunner(
-        source=iter(events(steps)),
-        output=Fanout([StoreOutput(sink, run_id=RUN)]),
-        pipeline=define_pipeline(GpufragSettings()).build(),
-    )
-    await asyncio.wait_for(runner.run(), 120)
-    await sink.stop()
-    store = open_store(settings)
-    try:
-        finished = run_row(
-            RUN,
-            status=FINISHED,
-            started=datetime(2026, 1, 1, tzinfo=UTC),
-            source="test",
-            mode="live",
-            policy="",
-            seed=0,
-            params={},
-            summary={},
-        )
-        store.insert("runs", [finished])
-    finally:
-        store.close()
-
-
-def stored_run(tmp_path: Path, steps: list[Step]) -> str:
-    """The steps through the embedded runner into a new chDB store; its DSN."""
-    dsn = dsn_for(tmp_path / "store")
-    asyncio.run(_run_into(StoreSettings(dsn=dsn), steps))
-    return dsn
-
 
 CASES = {
     "volcano": (full_volcano_steps, "web/api-1", VQ_SERVE, "(capability 4)"),
@@ -94,7 +32,7 @@ def test_a_pod_its_full_queue_holds_is_explained_from_the_stored_row(
 ) -> None:
     steps, pod, queue, terms = CASES[case]
     # the run ends when the pod is admitted: its last stored explanation is the held one
-    dsn = stored_run(tmp_path, steps())
+    dsn = stored_run(tmp_path, steps(), run_id="run-quota")
     out = gpufrag(dsn, "explain", pod)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())

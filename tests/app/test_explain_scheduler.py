@@ -3,17 +3,16 @@ per reason, when the scheduler said it, and whether the two agree."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from connectors.clickhouse import apply_migrations, default_sql_dir
 from connectors.clickhouse.rows import explanation_row
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
-from streams.app.lifecycle.runs import FINISHED, run_row
 from streams.cluster_analysis import ClusterAnalysis
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from tests.app.pipeline_helpers import dsn_for, gpufrag, store_at
+from tests.app.scripted_runs import finished_run
 from tests.streams.profiles_helpers import at, node, only_detector, task
 
 RUN = "run-sched"
@@ -49,19 +48,7 @@ def stored(tmp_path: Path, theirs: PendingVerdict) -> str:
     with store_at(dsn) as st:
         apply_migrations(st, default_sql_dir())
         st.insert("pending_explanations", explained(theirs))
-        started = datetime(2026, 1, 1, tzinfo=UTC)
-        row = run_row(
-            RUN,
-            status=FINISHED,
-            started=started,
-            source="test",
-            mode="live",
-            policy="",
-            seed=0,
-            params={},
-            summary={},
-        )
-        st.insert("runs", [row])
+        st.insert("runs", [finished_run(RUN)])
     return dsn
 
 
