@@ -71,9 +71,8 @@ class SearchTally:
     """The planner's own filter in words, for when it keeps no pod at all."""
     nodes: int = 0
     """Nodes visited: those that could host the pod were they emptied."""
-    held: int = 0
     kept: int = 0
-    """Pods held there, and those the planner's own filter kept."""
+    """Pods held there that the planner's own filter kept."""
     turned_away: dict[str, RuleCount] = field(default_factory=dict)
     """Rule code -> the kept pods the gate would refuse to evict alone."""
     reachable: int = 0

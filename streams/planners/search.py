@@ -170,7 +170,6 @@ class Searching:
             pool = [h for h in kept if allowed(h)]
             if tally is not None:
                 tally.nodes += 1
-                tally.held += len(held)
                 tally.kept += len(kept)
             if pool:
                 pool.sort(key=order)
