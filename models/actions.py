@@ -18,6 +18,7 @@ __all__ = [
     "ActionKindName",
     "ActionMode",
     "ActionOutcome",
+    "NoFix",
     "action_kind",
 ]
 
@@ -105,3 +106,27 @@ class Action(Frozen):
                 "only an API call can give it"
             )
         return self
+
+
+class NoFix(Frozen):
+    """Why a planner found no plan for a pending pod: the guardrail that turned its candidates
+    away, or the shortage that no search under the bounds can overcome. Stored on the pod's
+    explanation row of the instant it was planned for (``pending_explanations.no_fix``), so
+    `gpufrag explain` can say what stands between the pod and its fix."""
+
+    planner: Annotated[str, Field(min_length=1)]
+    """The planner that searched (``gate`` where the cluster-wide eviction limit was used up
+    and no planner was asked)."""
+    code: Annotated[str, Field(pattern=ACTION_KIND_PATTERN)]
+    """A guardrail's rule (a ``GateRefusal`` code: ``protected_namespace``, ``exempt_pod``,
+    ``priority_gap``, ``cooling_down``, ``rate_limited``) or a shortage (``no_node``,
+    ``no_candidates``, ``too_little``, ``max_victims``, ``no_room_to_move``,
+    ``search_budget``, ``request_shape``)."""
+    guardrail: bool
+    """``code`` is a guardrail's rule (else a shortage)."""
+    text: str
+    """The reason in words, with its figures."""
+    pods: Annotated[int, Field(ge=0)] = 0
+    """Candidate pods the rule turned away (0 for a shortage)."""
+    nodes: Annotated[int, Field(ge=0)] = 0
+    """Nodes the search visited: those that could host the pod were they emptied."""

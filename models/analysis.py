@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from models.actions import NoFix
 from models.profiles import TaskProfile
 from models.scheduler import PendingVerdict
 
@@ -157,6 +158,10 @@ class Explanation:
     """Set on a gang's explanation (keyed ``namespace/gang:NAME``): its figures. Its
     ``fits_some_node`` then says the needed members fit together, and ``blocking`` and
     ``near_misses`` are those of ``gang.shown`` checked alone."""
+    no_fix: tuple[NoFix, ...] = ()
+    """Why no planner found a plan for the pod, one entry per planner that searched: set by
+    the acting step on the explanation of the instant it planned (the pod's unplaceable
+    signal opening), empty at every other evaluation and where actions are off."""
 
     @property
     def unplaceable(self) -> bool:

@@ -311,6 +311,10 @@ def explanation_row(
         **_scheduler_columns(exp),
         **_quota_columns(exp),
         **_gang_columns(exp),
+        # migration 018: why no planner found a fix, on the row of the instant it planned
+        "no_fix": json_text([n.model_dump(mode="json") for n in exp.no_fix])
+        if exp.no_fix
+        else None,
     }
 
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from pydantic import JsonValue
 
 from models import Action, ActionMode, ActionOutcome, Signal
+from models.actions import NoFix
 from models.actuation import (
     QUARANTINE_TAINT,
     ActionRequest,
@@ -34,6 +35,7 @@ from streams.guardrails.gate_refusals import GateRefusal
 from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
 from streams.planners.gate_preview import GatePreview, eviction_candidate
+from streams.planners.no_fix import eviction_limit_spent
 from streams.planners.plan import Plan, Planner, StatefulPlanner
 from streams.planners.planner_registry import PLANNERS, PlannerInputs
 from streams.planners.rehearsal import Rehearsal
@@ -104,10 +106,15 @@ class Acting:
         """Kinds not planned for while the cluster-wide eviction limit is used up (see
         ``PlannerEntry.evicts_only``)."""
         self.unplanned = 0
-        """Signals not planned for while the cluster-wide eviction limit was used up
-        (counted, not recorded: no plan, so no action to refuse)."""
+        """Signals not planned for while the cluster-wide eviction limit was used up (no
+        plan, so no action to refuse; the pod's ``no_fixes`` entry says so)."""
         self.errors = 0
         """Signals a planner failed on (logged; the signal itself is kept)."""
+        self.no_fixes: dict[str, tuple[NoFix, ...]] = {}
+        """The last ``on_signals`` instant's answers where no planner made a plan, by the
+        signal's scope (the pending pod, or a gang's ``ns/gang:name``): each searching
+        planner's reason, or the spent eviction limit. Read by the host right after the call
+        and stored with that instant's explanations (``no_fix.with_no_fixes``); not state."""
         self._now: datetime | None = None
 
     @property
@@ -140,6 +147,7 @@ class Acting:
             return []
         self.preview.move_to(at)
         self.rehearsal.forget_before(at)
+        self.no_fixes = {}
         out: list[ActingOutput] = []
         for signal in signals:
             try:
@@ -160,11 +168,20 @@ class Acting:
             # every plan for it evicts, and the cluster's limit would refuse it: a search
             # (tens of ms on a thousand nodes) for a certain refusal is not made
             self.unplanned += 1
+            if signal.state == "open":
+                g = self.guardrails
+                spent = eviction_limit_spent(limit=g.max_evictions_cluster, window_s=g.window_s)
+                self.no_fixes[signal.scope_id] = (spent,)
             return None
+        reasons: list[NoFix] = []
         for planner in route:
-            plan = planner.plan(signal, view)
-            if plan is not None:
-                return plan
+            answer = planner.plan(signal, view)
+            if isinstance(answer, NoFix):
+                reasons.append(answer)
+            elif answer is not None:
+                return answer
+        if reasons:
+            self.no_fixes[signal.scope_id] = tuple(reasons)
         return None
 
     def _decide(self, plan: Plan, at: datetime, view: ClusterView) -> list[ActingOutput]:

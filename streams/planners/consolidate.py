@@ -13,10 +13,12 @@ import numpy as np
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, SignalKind, TaskProfile
+from models.actions import NoFix
 from streams.cluster.view import ClusterView
 from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, quotas_of
+from streams.planners.no_fix import SearchTally, request_shape
 from streams.planners.plan import Plan
 from streams.planners.planner_registry import register_planner
 from streams.planners.search import Found, GateAsked, Searching, fewest
@@ -32,18 +34,27 @@ that the job waits for the next evaluation rather than stall the stage."""
 class Consolidate(Searching):
     name = "consolidate"
 
-    def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
+    def plan(self, signal: Signal, view: ClusterView) -> Plan | NoFix | None:
         members = self.pending(signal, view)
         if len(members) != 1:  # a gang needs several freed nodes: reclaim plans those
             return None
         task = members[0]
-        if task.requests.gpu_count == 0 or not simple_request(task.requests):
+        if task.requests.gpu_count == 0:
             return None
+        if not simple_request(task.requests):
+            return request_shape(self.name)
         scratch = self.scratch(view)
         if scratch.placeable(task).any():
             return None
         elsewhere = Elsewhere(scratch)
-        rooms, pools = self._candidates(task, scratch)
+        s = self.settings
+        tally = SearchTally(
+            noun="pod that could move",
+            candidate_means=(
+                f"pod of at most {s.movable_max_gpu_milli} milli-GPU and of its priority or lower"
+            ),
+        )
+        rooms, pools = self._candidates(task, scratch, tally)
         moves: dict[str, JsonValue] = {}
         lands: list[tuple[TaskProfile, str]] = []
         tries = [0]
@@ -51,7 +62,10 @@ class Consolidate(Searching):
         gate = GateAsked(self.preview, kind=ActionKind.CONSOLIDATE, beneficiary_priority=None)
 
         def accept(found: Found) -> bool:
-            if tries[0] >= MAX_PROOFS or not gate.admits([h.task for h in found.chosen]):
+            if tries[0] >= MAX_PROOFS:
+                tally.budget_spent = f"{MAX_PROOFS} what-if proofs tried"
+                return False
+            if not gate.admits([h.task for h in found.chosen]):
                 return False  # the gate first: a refused set is not worth a whole-cluster proof
             tries[0] += 1
             trial = scratch.copy()
@@ -62,6 +76,7 @@ class Consolidate(Searching):
             for h in sorted(found.chosen, key=lambda h: -h.task.requests.total_gpu_milli):
                 to = trial.best_fit(h.task, exclude=frozenset({found.slot}))
                 if to is None:
+                    tally.unmovable += 1
                     return False
                 trial.place(h.task, to)
                 moves[h.key] = view.index.names[to] or ""
@@ -77,7 +92,6 @@ class Consolidate(Searching):
                 tuple(sorted(h.key for h in combo)),
             )
 
-        s = self.settings
         found = fewest(
             rooms,
             pools,
@@ -87,35 +101,19 @@ class Consolidate(Searching):
             viable=lambda slot, combo: all(elsewhere.fits(h.task, slot) for h in combo),
             score=score,
             accept=accept,
+            tally=tally,
         )
         if found is None:
-            return None
+            return tally.no_fix(self.name, sets=gate.by_rule, most=s.max_moves)
         proof = scratch.copy()
         found.after.write(proof.free)
         if not proof.placeable(task)[found.slot]:  # the node search and the proof disagree
             return None
         node = view.index.names[found.slot] or ""
-        return Plan(
-            kind=ActionKind.CONSOLIDATE,
-            signal=signal,
-            reason=(
-                f"move {len(found.chosen)} small pod(s) off {node} so that pending {task.key} "
-                f"({task.requests.gpu_count} GPU) fits there"
-            ),
-            evictions=tuple(h.task for h in found.chosen),
-            beneficiary=task.key,
-            lands=tuple(lands),
-            evidence={
-                **gate.evidence(),
-                "beneficiary": task.key,
-                "node": node,
-                "moves": dict(moves),
-                "whatif": {"placeable_before": False, "placeable_after": True, "placed": node},
-            },
-        )
+        return _proposal(signal, task, found, node=node, moves=moves, lands=lands, gate=gate)
 
     def _candidates(
-        self, task: TaskProfile, scratch: Scratch
+        self, task: TaskProfile, scratch: Scratch, tally: SearchTally
     ) -> tuple[dict[int, NodeRoom], dict[int, list[Held]]]:
         """Per node, the pods that could move: small, not above the job's priority, allowed
         to be evicted, and with room on some other node as the cluster is now (a pod with
@@ -133,7 +131,40 @@ class Consolidate(Searching):
                 and simple_request(h.task.requests)
             ),
             order=lambda h: (h.task.requests.total_gpu_milli, h.task.priority, h.key),
+            tally=tally,
         )
+
+
+def _proposal(
+    signal: Signal,
+    task: TaskProfile,
+    found: Found,
+    *,
+    node: str,
+    moves: dict[str, JsonValue],
+    lands: list[tuple[TaskProfile, str]],
+    gate: GateAsked,
+) -> Plan:
+    """The plan the search proved: ``found``'s pods moved as ``moves`` says, ``task`` on
+    ``node``."""
+    return Plan(
+        kind=ActionKind.CONSOLIDATE,
+        signal=signal,
+        reason=(
+            f"move {len(found.chosen)} small pod(s) off {node} so that pending {task.key} "
+            f"({task.requests.gpu_count} GPU) fits there"
+        ),
+        evictions=tuple(h.task for h in found.chosen),
+        beneficiary=task.key,
+        lands=tuple(lands),
+        evidence={
+            **gate.evidence(),
+            "beneficiary": task.key,
+            "node": node,
+            "moves": dict(moves),
+            "whatif": {"placeable_before": False, "placeable_after": True, "placed": node},
+        },
+    )
 
 
 class Elsewhere:

@@ -12,10 +12,10 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from models import Signal, TaskProfile
-from models.actions import ActionKindName
+from models.actions import ActionKindName, NoFix
 from streams.cluster.view import ClusterView
 
-__all__ = ["NodeOp", "Plan", "Planner", "StatefulPlanner"]
+__all__ = ["NoFix", "NodeOp", "Plan", "Planner", "StatefulPlanner"]
 
 NodeOp = Literal["cordon", "taint", "uncordon", "untaint"]
 
@@ -43,11 +43,14 @@ class Plan:
 
 
 class Planner(Protocol):
-    """One extension point, one method: a signal that changed, the view, maybe a plan."""
+    """One extension point, one method: a signal that changed, the view, maybe a plan. A
+    planner that searched and found none may say why (``NoFix``: the guardrail or the
+    shortage that stops it), which `gpufrag explain` shows for the pod; ``None`` says
+    nothing (the signal is not one it plans for, or it needs no plan)."""
 
     name: str
 
-    def plan(self, signal: Signal, view: ClusterView) -> Plan | None: ...
+    def plan(self, signal: Signal, view: ClusterView) -> Plan | NoFix | None: ...
 
 
 @runtime_checkable

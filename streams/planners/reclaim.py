@@ -14,9 +14,11 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from models import ActionKind, Signal, SignalKind, TaskProfile
+from models.actions import NoFix
 from streams.cluster.queues import QueueView
 from streams.cluster.view import ClusterView
 from streams.planners.candidates import Held, quotas_of
+from streams.planners.no_fix import SearchTally, request_shape
 from streams.planners.plan import Plan
 from streams.planners.planner_registry import register_planner
 from streams.planners.search import Found, GateAsked, Searching, fewest
@@ -28,10 +30,12 @@ __all__ = ["Reclaim"]
 class Reclaim(Searching):
     name = "reclaim"
 
-    def plan(self, signal: Signal, view: ClusterView) -> Plan | None:
+    def plan(self, signal: Signal, view: ClusterView) -> Plan | NoFix | None:
         members = self.pending(signal, view)
-        if not members or not all(simple_request(t.requests) for t in members):
+        if not members:
             return None
+        if not all(simple_request(t.requests) for t in members):
+            return request_shape(self.name)
         scratch = self.scratch(view)
         quotas = quotas_of(view)
         needed = _needed(signal, len(members))
@@ -47,9 +51,11 @@ class Reclaim(Searching):
         for task in members[:needed]:
             slot = scratch.best_fit(task)
             if slot is None:
-                found = self._victims(task, scratch, quotas, victims, gate)
+                tally = SearchTally()
+                found = self._victims(task, scratch, quotas, victims, gate, tally)
                 if found is None:
-                    return None
+                    most = self.settings.max_victims
+                    return tally.no_fix(self.name, sets=gate.by_rule, most=most)
                 found.after.write(scratch.free)
                 victims += found.chosen
                 slot = found.slot
@@ -69,6 +75,7 @@ class Reclaim(Searching):
         quotas: QueueView | None,
         taken: list[Held],
         gate: GateAsked,
+        tally: SearchTally,
     ) -> Found | None:
         s = self.settings
         gang = None if task.gang is None else task.gang.name
@@ -81,6 +88,7 @@ class Reclaim(Searching):
             skip=frozenset(h.key for h in taken),
             keep=lambda h: gang is None or h.task.gang is None or h.task.gang.name != gang,
             order=lambda h: (not h.borrower, not h.task.preemptible, h.task.priority),
+            tally=tally,
         )
 
         def score(slot: int, combo: tuple[Held, ...], after: NodeRoom) -> tuple[object, ...]:
@@ -103,6 +111,7 @@ class Reclaim(Searching):
             # the whole plan so far with this set: the gate admits a plan whole or not at all
             accept=lambda f: gate.admits([h.task for h in (*taken, *f.chosen)]),
             budget=s.search_budget,
+            tally=tally,
         )
 
     def _plan(

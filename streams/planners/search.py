@@ -23,6 +23,7 @@ from streams.cluster.view import ClusterView
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, HeldCache, held_on
 from streams.planners.gate_preview import GatePreview
+from streams.planners.no_fix import RuleCount, SearchTally
 from streams.planners.pending_members import pending_of
 from streams.planners.planner_registry import PlannerInputs
 from streams.planners.rehearsal import Rehearsal
@@ -42,7 +43,8 @@ ledger (tens of microseconds) for a plan the next instant may well find anyway."
 
 
 class GateAsked:
-    """Counts the victim sets a search offered the gate and the ones it refused."""
+    """Counts the victim sets a search offered the gate and the ones it refused, by rule
+    (``by_rule``: what a search that ends with no plan reports, ``no_fix.py``)."""
 
     def __init__(
         self,
@@ -57,6 +59,7 @@ class GateAsked:
         self.beneficiary_priority = beneficiary_priority
         self.most = most
         self.refused = 0
+        self.by_rule: dict[str, RuleCount] = {}
 
     def admits(self, tasks: list[TaskProfile]) -> bool:
         """Whether the gate would admit evicting ``tasks`` as one plan now. Past ``most``
@@ -69,6 +72,10 @@ class GateAsked:
         if refusal is None:
             return True
         self.refused += 1
+        count = self.by_rule.get(refusal.code)
+        if count is None:
+            count = self.by_rule[refusal.code] = RuleCount(refusal)
+        count.add(refusal, None)
         return False
 
     def evidence(self) -> dict[str, JsonValue]:
@@ -130,6 +137,7 @@ class Searching:
         keep: Callable[[Held], bool],
         order: Callable[[Held], tuple[int | str, ...]],
         skip: frozenset[str] = frozenset(),
+        tally: SearchTally | None = None,
     ) -> tuple[dict[int, NodeRoom], dict[int, list[Held]]]:
         """Per node a search visits for ``task`` (the ``search_nodes`` nearest to fitting
         it), the node's room and the pods that may leave it: held there, not in ``skip`` nor
@@ -137,7 +145,7 @@ class Searching:
         let a ``kind`` plan for ``beneficiary_priority`` evict now (protection, priority gap,
         cooldowns, rates: its own filters, asked through the preview), in the planner's
         ``order``, at most ``max_candidates_per_node``. Nodes with no such pod are left
-        out."""
+        out. ``tally`` counts what was visited and which rule turned how many pods away."""
         s = self.settings
         skip = skip | self.rehearsal.gone()
         blocked = hard_blocked(scratch.index, task)
@@ -145,10 +153,12 @@ class Searching:
         pools: dict[int, list[Held]] = {}
 
         def allowed(h: Held) -> bool:
-            return (
-                self.preview.victim(h.task, kind=kind, beneficiary_priority=beneficiary_priority)
-                is None
+            refusal = self.preview.victim(
+                h.task, kind=kind, beneficiary_priority=beneficiary_priority
             )
+            if refusal is not None and tally is not None:
+                tally.refused(refusal, h.task.node)
+            return refusal is None
 
         for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
             name = scratch.index.names[slot] or ""
@@ -156,7 +166,11 @@ class Searching:
             if room is None:
                 continue
             held = held_on(scratch.view, name, quotas=quotas, skip=skip, cache=self.cache)
-            pool = [h for h in held if keep(h) and allowed(h)]
+            kept = [h for h in held if keep(h)]
+            pool = [h for h in kept if allowed(h)]
+            if tally is not None:
+                tally.nodes += 1
+                tally.kept += len(kept)
             if pool:
                 pool.sort(key=order)
                 rooms[slot], pools[slot] = room, pool[: s.max_candidates_per_node]
@@ -182,16 +196,20 @@ def fewest(
     accept: Callable[[Found], bool] = lambda _: True,
     viable: Callable[[int, tuple[Held, ...]], bool] = lambda _slot, _combo: True,
     budget: int,
+    tally: SearchTally | None = None,
 ) -> Found | None:
     """``budget``: the most victim sets tried in all; past it the search gives up (no
     plan) rather than hold the cluster stage, and the signal's next planning tries again.
     ``viable``: a cheap check of a set that fits, before it
-    is scored and offered to ``accept``."""
+    is scored and offered to ``accept``. ``tally``: where a search that finds nothing says
+    how far it got (nodes in reach, sets that fit, the budget)."""
     live = {
         slot: pool
         for slot, pool in pools.items()
         if pool and rooms[slot].without([(h.task, h.cards) for h in pool]).fits(req)
     }  # a node where even all its candidates gone leaves too little is never tried again
+    if tally is not None:
+        tally.reachable = len(live)
     tried = 0
     for k in range(1, most + 1):
         found: list[Found] = []
@@ -200,10 +218,16 @@ def fewest(
             for combo in combinations(pool, k):
                 tried += 1
                 if tried > budget:
+                    if tally is not None:
+                        tally.budget_spent = f"{budget} victim sets tried"
                     return None
                 after = room.without([(h.task, h.cards) for h in combo])
-                if after.fits(req) and viable(slot, combo):
+                if not after.fits(req):
+                    continue
+                if viable(slot, combo):
                     found.append(Found(slot, combo, after, score(slot, combo, after)))
+                elif tally is not None:
+                    tally.not_viable += 1
         for f in sorted(found, key=lambda f: f.score):
             if accept(f):
                 return f

@@ -36,14 +36,16 @@ def minute_apart(steps: list[list[Envelope]]) -> list[Envelope]:
     return out
 
 
-async def _run_into(settings: StoreSettings, events: list[Envelope], run_id: str) -> None:
+async def _run_into(
+    settings: StoreSettings, events: list[Envelope], run_id: str, config: GpufragSettings
+) -> None:
     await asyncio.to_thread(lambda: open_history(settings).close())
     sink = ClickHouseSink(lambda: open_store(settings), settings)
     await sink.start()
     runner = EmbeddedRunner(
         source=iter(events),
         output=Fanout([StoreOutput(sink, run_id=run_id)]),
-        pipeline=define_pipeline(GpufragSettings()).build(),
+        pipeline=define_pipeline(config).build(),
     )
     await asyncio.wait_for(runner.run(), 120)
     await sink.stop()
@@ -69,9 +71,15 @@ def finished_run(run_id: str) -> Row:
     )
 
 
-def stored_run(tmp_path: Path, events: list[Envelope], *, run_id: str) -> str:
-    """The events through the embedded runner (default settings: actions planned as a dry
-    run) into a new chDB store; its DSN."""
+def stored_run(
+    tmp_path: Path,
+    events: list[Envelope],
+    *,
+    run_id: str,
+    config: GpufragSettings | None = None,
+) -> str:
+    """The events through the embedded runner into a new chDB store; its DSN. ``config``: the
+    pipeline's settings (default: the defaults, actions planned as a dry run)."""
     dsn = dsn_for(tmp_path / "store")
-    asyncio.run(_run_into(StoreSettings(dsn=dsn), events, run_id))
+    asyncio.run(_run_into(StoreSettings(dsn=dsn), events, run_id, config or GpufragSettings()))
     return dsn

@@ -200,8 +200,8 @@ def queued(obj: QueueObject | None, *, delete: QueueObject | None = None) -> Env
     return Envelope.wrap(QueueEvent(change=change, queue=target), event_time=T0, source="kube")
 
 
-def gpu_node(name: str) -> Envelope:
-    n = node_from_kube(node(name, gpus=8), pool_label=None, now=T0)
+def gpu_node(name: str, gpus: int = 8) -> Envelope:
+    n = node_from_kube(node(name, gpus=gpus), pool_label=None, now=T0)
     return Envelope.wrap(NodeEvent(change="upsert", node=n), event_time=T0, source="kube")
 
 
@@ -215,6 +215,7 @@ def gpu_pod(
     local_queue: str | None = None,
     gang: tuple[str, int] | None = None,
     delete: bool = False,
+    priority: int | None = None,
 ) -> Envelope:
     """A GPU pod, in a Volcano ``queue`` or a Kueue ``local_queue`` (by its label)."""
     notes = {}
@@ -231,6 +232,7 @@ def gpu_pod(
         annotations=notes or None,
         labels=None if local_queue is None else {KUEUE_QUEUE: local_queue},
         scheduler_name="volcano" if queue else None,
+        priority=priority,
     )
     size = None if gang is None else gang[1]
     p = pod_from_kube(raw, gangs=lambda ns, g: size, now=T0)

@@ -18,11 +18,13 @@ from models import (
     Signal,
     SignalKind,
 )
+from models.actions import NoFix
 from models.actuation import CordonNode, EvictPod, TaintNode, UncordonNode, UntaintNode
 from models.settings import GuardrailSettings, PlannerSettings
 from models.signals import fingerprint_of
 from streams.planners.acting import Acting
 from streams.planners.consolidate import Consolidate
+from streams.planners.plan import Plan
 from streams.planners.trial_capacity import Scratch
 from tests.streams.planner_scenarios import (
     T0,
@@ -53,7 +55,7 @@ def test_a_small_pod_is_moved_so_that_a_two_gpu_job_fits_a_freed_node() -> None:
     plan = Consolidate(settings=PlannerSettings(), guardrails=GuardrailSettings()).plan(
         signal, view
     )
-    assert plan is not None and plan.kind is ActionKind.CONSOLIDATE
+    assert isinstance(plan, Plan) and plan.kind is ActionKind.CONSOLIDATE
     assert [t.key for t in plan.evictions] == ["ml/s1"]
     assert plan.evidence["moves"] == {"ml/s1": "b"}
     assert plan.beneficiary_priority is None  # a move ends nobody's work: no priority gap
@@ -73,7 +75,9 @@ def test_no_move_of_a_pod_above_the_jobs_priority() -> None:
     plan = Consolidate(settings=PlannerSettings(), guardrails=GuardrailSettings()).plan(
         signal, p.cluster.view
     )
-    assert plan is None
+    # s1 is above the job's priority, s2 and s3 too: no pod may move, a shortage (no rule)
+    assert isinstance(plan, NoFix) and not plan.guardrail
+    assert plan.code == "no_candidates" and plan.nodes == 2
 
 
 def _acting(mode: str, **limits: object) -> Acting:

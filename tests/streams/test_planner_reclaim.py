@@ -6,7 +6,9 @@ from __future__ import annotations
 import random
 
 from models import ActionKind
+from models.actions import NoFix
 from models.settings import GuardrailSettings, PlannerSettings
+from streams.planners.plan import Plan
 from streams.planners.reclaim import Reclaim
 from streams.planners.trial_capacity import Scratch
 from tests.streams.planner_scenarios import (
@@ -36,7 +38,7 @@ def test_one_low_priority_pod_is_evicted_for_a_whole_card() -> None:
     signal = unplaceable(signals, "ml/want")
     assert signal is not None
     plan = _reclaim().plan(signal, p.cluster.view)
-    assert plan is not None and plan.kind is ActionKind.RECLAIM
+    assert isinstance(plan, Plan) and plan.kind is ActionKind.RECLAIM
     assert [t.key for t in plan.evictions] == ["ml/low"]  # never the higher-priority one
     assert plan.evidence["whatif"] == {
         "placeable_before": False,
@@ -58,7 +60,12 @@ def test_nothing_to_evict_below_the_priority_gap_gives_no_plan() -> None:
     )
     signal = unplaceable(signals, "ml/want")
     assert signal is not None
-    assert _reclaim().plan(signal, p.cluster.view) is None
+    no_fix = _reclaim().plan(signal, p.cluster.view)
+    # no plan, and why: the gate's priority gap turns away both GPU pods; the CPU-only pod
+    # it allows frees no GPU
+    assert isinstance(no_fix, NoFix) and no_fix.guardrail
+    assert (no_fix.code, no_fix.pods, no_fix.nodes) == ("priority_gap", 2, 2)
+    assert "2 with a priority less than 1 below the pending pod's (10)" in no_fix.text
 
 
 def test_plans_are_minimal_and_proven_on_random_small_clusters() -> None:
@@ -81,9 +88,9 @@ def test_plans_are_minimal_and_proven_on_random_small_clusters() -> None:
         view = p.cluster.view
         plan = _reclaim().plan(signal, view)
         if least is None:
-            assert plan is None
+            assert isinstance(plan, NoFix), plan  # no plan, and a reason for it
             continue
-        assert plan is not None, (nodes, pods)
+        assert isinstance(plan, Plan), (nodes, pods, plan)
         with_plan += 1
         assert len(plan.evictions) == least, (nodes, pods, [t.key for t in plan.evictions])
         # the proof, redone on a fresh copy: not placeable before, placeable after

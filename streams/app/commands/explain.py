@@ -19,7 +19,13 @@ from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.explained_row import explanation_json, quota_text, verdict
 from streams.app.queries.gang_row import MEMBER_OF, gang_lines, is_gang
 from streams.app.queries.named_queries import QueryError
-from streams.app.queries.pod_fixes import fix_line, fixes_for
+from streams.app.queries.pod_fixes import (
+    NoFixFound,
+    fix_line,
+    fixes_for,
+    no_fix_for,
+    no_fix_lines,
+)
 
 LATEST = """
 SELECT ts, pod, gpu_count, gpu_milli, mig, gpu_memory_mib, cpu_milli, memory_mib,
@@ -72,19 +78,21 @@ def explain(
                 "evaluation (bound at once), or the name is wrong"
             )
         fixes, fix_counts = fixes_for(st, run_id, key)
+        no_fix = no_fix_for(st, run_id, key)
     row = dict(zip(res.columns, res.rows[0], strict=True))
     if as_json:
         out = explanation_json(row, run_id=run_id)
         out["asked"] = asked
         out["fixes"] = [_fix_json(f) for f in fixes]
         out["fix_counts"] = fix_counts
+        out["no_fix"] = None if no_fix is None else no_fix.to_json()
         typer.echo(json.dumps(out, sort_keys=True, default=str))
         return
     console = Console()
     if key != asked:
         console.print(f"{asked} waits as a member of gang {key}: the gang's row follows")
     _print_row(console, key, row, run_id)
-    console.print(_fix_lines(key, fixes, fix_counts))
+    console.print(_fix_lines(key, fixes, fix_counts, no_fix), soft_wrap=True)
 
 
 def _print_row(console: Console, key: str, row: dict[str, Any], run_id: str) -> None:
@@ -133,19 +141,25 @@ def _fix_json(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "kind", "mode", "outcome", "target", "reason", "evidence")}
 
 
-def _fix_lines(key: str, fixes: list[dict[str, Any]], counts: dict[str, int]) -> str:
-    """The proven fix beside the cause: the plans stored for this pod, admitted first."""
-    if not fixes:
+def _fix_lines(
+    key: str, fixes: list[dict[str, Any]], counts: dict[str, int], no_fix: NoFixFound | None
+) -> str:
+    """The proven fix beside the cause: the plans stored for this pod, admitted first; and,
+    where the planners found none, which guardrail or shortage stops it."""
+    lines = []
+    if fixes:
+        tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        lines.append(f"fix: {tally} plan(s) for it; gpufrag actions --pod {key} lists them all")
+        lines += [f"  {escape(for_terminal(fix_line(f), limit=600))}" for f in fixes]
+    if no_fix is not None:
+        lines += [escape(for_terminal(line, limit=600)) for line in no_fix_lines(no_fix)]
+    if not lines:
         return (
             "fix: no plan stored for this pod in this run: the run planned no actions "
             "(replay --actions dry-run or enforce), the pod was never unplaceable (plans are "
-            "made for unplaceable pods only), or no victim passed the guardrails (protected "
-            "namespaces, priority gap, cooldowns, limits: the planners ask the gate first, and "
-            "what it turns away before a plan exists is not recorded per pod)"
+            "made for unplaceable pods only), or, in a dry run, it fits the room an earlier "
+            "plan frees (the dry run counts its plans as done)"
         )
-    tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
-    lines = [f"fix: {tally} plan(s) for it; gpufrag actions --pod {key} lists them all"]
-    lines += [f"  {escape(for_terminal(fix_line(f), limit=600))}" for f in fixes]
     return "\n".join(lines)
 
 

@@ -4,18 +4,21 @@
 A planner names the pod a plan is for in its evidence (``beneficiary``), beside the what-if
 that proves it (``whatif.placeable_before`` / ``placeable_after``). Plans the gate let through
 come first, then refusals with the guardrail that stopped them: a refused plan still says which
-rule stands between the pod and its fix.
+rule stands between the pod and its fix. Where no planner found a plan at all (the gate turned
+every candidate away before a plan existed, or the search came up short), the reasons are on
+the pod's explanation row of that instant (``no_fix``, ``streams/planners/no_fix.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from connectors.clickhouse.store import Store
 
-__all__ = ["FIXES", "fix_line", "fixes_for"]
+__all__ = ["FIXES", "NO_FIX", "NoFixFound", "fix_line", "fixes_for", "no_fix_for", "no_fix_lines"]
 
 FIXES = """
 SELECT id, kind, mode, outcome, target, reason, evidence, created_at
@@ -23,6 +26,13 @@ FROM actions FINAL
 WHERE run_id = {run_id:String} AND JSONExtractString(evidence, 'beneficiary') = {pod:String}
 ORDER BY outcome = 'refused', created_at DESC, id
 LIMIT {limit:UInt32}
+"""
+
+NO_FIX = """
+SELECT ts, no_fix FROM pending_explanations FINAL
+WHERE run_id = {run_id:String} AND pod = {pod:String} AND no_fix IS NOT NULL
+ORDER BY ts DESC
+LIMIT 1
 """
 
 FIX_COUNTS = """
@@ -49,6 +59,45 @@ def fixes_for(
         for outcome, n in store.query(FIX_COUNTS, parameters={"run_id": run_id, "pod": pod}).rows
     }
     return rows, counts
+
+
+@dataclass(frozen=True, slots=True)
+class NoFixFound:
+    """The latest instant the planners found no fix for the pod, and each one's reason."""
+
+    at: object
+    reasons: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": str(self.at), "reasons": self.reasons}
+
+
+def no_fix_for(store: Store, run_id: str, pod: str) -> NoFixFound | None:
+    """The last stored reasons no planner found a fix for ``pod`` (None: none stored)."""
+    res = store.query(NO_FIX, parameters={"run_id": run_id, "pod": pod})
+    if not res.rows:
+        return None
+    at, raw = res.rows[0]
+    try:
+        reasons = orjson.loads(str(raw))
+    except orjson.JSONDecodeError:
+        reasons = []
+    if not isinstance(reasons, list):
+        reasons = []
+    return NoFixFound(at=at, reasons=[r for r in reasons if isinstance(r, dict)])
+
+
+def no_fix_lines(found: NoFixFound) -> list[str]:
+    """One line per planner: "no fix: <planner>: <reason> (guardrail <rule>)", a shortage
+    named as such; the instant it was found last."""
+    lines = []
+    for r in found.reasons:
+        kind = "guardrail" if r.get("guardrail") else "shortage"
+        lines.append(
+            f"no fix: {r.get('planner', '?')}: {r.get('text', '?')} ({kind} {r.get('code', '?')})"
+        )
+    lines.append(f"  found at {found.at}, when its unplaceable_pending signal opened")
+    return lines
 
 
 def fix_line(row: dict[str, Any]) -> str:
