@@ -6,11 +6,13 @@ the gang as its fix."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from connectors.clickhouse.rows import QUOTA_COLUMNS
+from models import GpufragSettings
 from streams.app.queries.explained_row import verdict
 from tests.app.embedded_store import minute_apart, stored_run
 from tests.app.pipeline_helpers import gpufrag, store_at
@@ -150,3 +152,27 @@ def test_a_gangs_verdict_speaks_of_its_members_together() -> None:
     )
     full = verdict(_gang_row(fits_some_node=0))
     assert full.startswith("its needed members do not fit even the cluster's free total")
+
+
+def test_a_gang_whose_victims_are_all_protected_says_which_guardrail(tmp_path: Path) -> None:
+    """The same gang with namespace ml protected: no plan, and the gang's own row says why
+    (the planners' reasons are keyed by the signal's scope, which is the gang's row key)."""
+    base = GpufragSettings()
+    config = base.model_copy(
+        update={
+            "guardrails": base.guardrails.model_copy(
+                update={"protected_namespaces": (*base.guardrails.protected_namespaces, "ml")}
+            )
+        }
+    )
+    dsn = stored_run(tmp_path, minute_apart(steps()), run_id=RUN, config=config)
+    shown = gpufrag(dsn, "explain", GANG_KEY, "--json")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert doc["fixes"] == [] and doc["no_fix"] is not None
+    by_planner = {r["planner"]: r for r in doc["no_fix"]["reasons"]}
+    assert by_planner["reclaim"]["code"] == "protected_namespace"
+    assert by_planner["reclaim"]["guardrail"] is True
+    text = " ".join(gpufrag(dsn, "explain", GANG_KEY).stdout.split())
+    assert "no fix: reclaim: every candidate victim" in text
+    assert "protected namespace ml (guardrail protected_namespace)" in text
