@@ -26,6 +26,7 @@ from models import (
     from_json,
     to_json,
 )
+from models.actions import NoFix
 from models.analysis import (
     ClusterBreakdown,
     ClusterFragmentation,
@@ -216,6 +217,13 @@ class ClusterAnalysis:
         if self.view.typical_dirty:
             out += self._rebuild_typical(now)
         return out + self._each(lambda d: d.flush())
+
+    def note_no_fixes(self, no_fixes: Mapping[str, tuple[NoFix, ...]]) -> None:
+        """Why the planners found no fix for these pods (or gangs, by scope), set on their
+        explanations of this instant: kept there, a verdict joined later (``take_joined``)
+        rewrites the row with the reasons still on it."""
+        if self._unplaceable is not None and no_fixes:
+            self._unplaceable.note_no_fixes(no_fixes)
 
     def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
         """The cluster's state at ``at``, with the pending explanations when the last

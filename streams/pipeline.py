@@ -19,7 +19,6 @@ from streams.cluster_analysis import ClusterAnalysis
 from streams.fragmentation.shapes import TypicalPods
 from streams.instants import OrderKey
 from streams.planners.acting import Acting
-from streams.planners.no_fix import with_no_fixes
 from streams.profiles.join import (
     NodeProfileUpdate,
     ProfileUpdate,
@@ -70,17 +69,16 @@ class Evaluation:
         self, at: datetime, signals: list[Signal], *, explain: bool | None = None
     ) -> InstantOutput:
         out = InstantOutput(at=at, signals=list(signals))
-        no_fixes = {}
         if signals and self.acting.on:
             for item in self.acting.on_signals(at, signals, self.cluster.view):
                 if isinstance(item, Action):
                     out.actions.append(item)
                 else:
                     out.requests.append(item)
-            no_fixes = self.acting.no_fixes
-        if self.reports:
             # why a pod has no plan goes on its explanation of this instant, in both runners
-            out.report = with_no_fixes(self.cluster.report(at, explain=explain), no_fixes)
+            self.cluster.note_no_fixes(self.acting.no_fixes)
+        if self.reports:
+            out.report = self.cluster.report(at, explain=explain)
         out.breaker_open = self.acting.gate.breaker_open(at)
         return out
 

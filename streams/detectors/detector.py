@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from models import DetectorSettings, SchedulerEvent, Signal, TaskProfile
+from models.actions import NoFix
 from models.analysis import Explanation
 from models.settings_group import Group
 from streams.cluster.book import SignalBook
@@ -29,6 +30,7 @@ class Explainer(Protocol):
     @property
     def evaluations(self) -> int: ...
     def take_joined(self) -> dict[str, tuple[Explanation, TaskProfile]]: ...
+    def note_no_fixes(self, no_fixes: Mapping[str, tuple[NoFix, ...]]) -> None: ...
 
 
 class Switched(Protocol):

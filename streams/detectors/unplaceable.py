@@ -22,6 +22,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from models import PodPhase, Scope, Severity, Signal, SignalKind, TaskProfile
+from models.actions import NoFix
 from models.analysis import BlockReason, Explanation, GangFigures
 from models.scheduler import PendingVerdict
 from models.settings import UnplaceablePendingSettings
@@ -169,6 +170,15 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             if opened.kind == SignalKind.UNPLACEABLE_PENDING and opened.scope_id not in active:
                 out += self.book.resolve_fingerprint(opened.fingerprint)
         return out
+
+    def note_no_fixes(self, no_fixes: Mapping[str, tuple[NoFix, ...]]) -> None:
+        """The planners' reasons for finding no fix, on the explanations they were found for
+        (a pod's key, or a gang's scope, as its explanation is keyed); kept for the rest of
+        the evaluation so a late verdict's row keeps them."""
+        for key, reasons in no_fixes.items():
+            exp = self.explanations.get(key)
+            if exp is not None:
+                self.explanations[key] = replace(exp, no_fix=reasons)
 
     def take_joined(self) -> dict[str, tuple[Explanation, TaskProfile]]:
         """The explanations completed by a late verdict since the last call, for the host's

@@ -114,7 +114,8 @@ class Acting:
         """The last ``on_signals`` instant's answers where no planner made a plan, by the
         signal's scope (the pending pod, or a gang's ``ns/gang:name``): each searching
         planner's reason, or the spent eviction limit. Read by the host right after the call
-        and stored with that instant's explanations (``no_fix.with_no_fixes``); not state."""
+        and kept on that instant's explanations (``ClusterAnalysis.note_no_fixes``); not
+        state."""
         self._now: datetime | None = None
 
     @property

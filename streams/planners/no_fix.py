@@ -23,10 +23,9 @@ evaluation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from models.actions import NoFix
-from models.analysis import InstantReport
 from streams.guardrails.gate_refusals import (
     CoolingDown,
     ExemptPod,
@@ -36,7 +35,7 @@ from streams.guardrails.gate_refusals import (
     RateLimited,
 )
 
-__all__ = ["RuleCount", "SearchTally", "eviction_limit_spent", "request_shape", "with_no_fixes"]
+__all__ = ["RuleCount", "SearchTally", "eviction_limit_spent", "request_shape"]
 
 
 @dataclass(slots=True)
@@ -200,22 +199,6 @@ def eviction_limit_spent(*, limit: int, window_s: float) -> NoFix:
         text=f"the cluster-wide eviction limit is used up ({limit} evictions in "
         f"{window_s:.0f} s): no plan was searched for",
     )
-
-
-def with_no_fixes(
-    report: InstantReport, no_fixes: Mapping[str, tuple[NoFix, ...]]
-) -> InstantReport:
-    """The report with each pod's no-fix reasons on its explanation. A pod planned for at an
-    instant has an explanation in that instant's report (its signal opened at the evaluation
-    that made them), a gang under its scope (``namespace/gang:NAME``) as its row is keyed."""
-    if not no_fixes or report.explanations is None:
-        return report
-    explanations = dict(report.explanations)
-    for key, reasons in no_fixes.items():
-        hit = explanations.get(key)
-        if hit is not None:
-            explanations[key] = (replace(hit[0], no_fix=reasons), hit[1])
-    return replace(report, explanations=explanations)
 
 
 def _subject(refusal: GateRefusal) -> str:

@@ -140,3 +140,20 @@ def test_help_says_actions_evaluate_pending_pods_at_every_change(tmp_path: Path)
     text = " ".join(out.stdout.split())
     assert "pending pods are evaluated at every change" in text
     assert "many more unplaceable_pending signals" in text
+
+
+def test_a_pods_no_fix_reason_survives_the_verdict_joined_after_it(
+    replays: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    """Under the FGD protocol a pod is explained and planned for when seen pending, and the
+    scheduler's verdict comes half a second later, rewriting the explanation's row: the
+    planners' no-fix reasons must still be on it (the rewrite once dropped them all)."""
+    dsn, runs = replays
+    for mode in ("dry-run", "enforce"):
+        with store_at(dsn) as st:
+            (both, reasons), *_ = st.query(
+                "SELECT countIf(scheduler_at IS NOT NULL), count() FROM pending_explanations "
+                "FINAL WHERE run_id = {r:String} AND no_fix IS NOT NULL",
+                {"r": str(runs[mode]["run_id"])},
+            ).rows
+        assert reasons > 0 and both == reasons, (mode, both, reasons)
