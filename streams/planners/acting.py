@@ -31,7 +31,7 @@ from models.actuation import (
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.cluster.view import ClusterView
 from streams.guardrails.gate import Candidate, Gate
-from streams.guardrails.gate_refusals import GateRefusal
+from streams.guardrails.gate_refusals import GateRefusal, RateLimited
 from streams.planners import builtin  # noqa: F401  (its import registers the product's planners)
 from streams.planners.candidates import HeldCache
 from streams.planners.gate_preview import GatePreview, eviction_candidate
@@ -45,6 +45,7 @@ __all__ = ["Acting", "ActingOutput", "SignalsAt"]
 log = logging.getLogger(__name__)
 ActingOutput = Action | ActionRequest
 LIFTS = frozenset({"uncordon", "untaint"})
+RATE_LIMITED = RateLimited().code
 NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | type[UntaintNode]] = {
     "cordon": CordonNode,
     "taint": TaintNode,
@@ -108,6 +109,8 @@ class Acting:
         self.unplanned = 0
         """Signals not planned for while the cluster-wide eviction limit was used up (no
         plan, so no action to refuse; the pod's ``no_fixes`` entry says so)."""
+        self.held_back = 0
+        """Plans searched with the eviction limits lifted, for the record (``_held_back``)."""
         self.errors = 0
         """Signals a planner failed on (logged; the signal itself is kept)."""
         self.no_fixes: dict[str, tuple[NoFix, ...]] = {}
@@ -183,6 +186,25 @@ class Acting:
                 return answer
         if reasons:
             self.no_fixes[signal.scope_id] = tuple(reasons)
+        if any(r.code == RATE_LIMITED for r in reasons):
+            return self._held_back(signal, view, route)
+        return None
+
+    def _held_back(self, signal: Signal, view: ClusterView, route: list[Planner]) -> Plan | None:
+        """The plan an eviction limit holds back: searched again with the limits lifted, it
+        goes to the gate, which refuses it for the limit, and is recorded with its proof, so
+        `gpufrag explain` shows the fix beside the guardrail that stops it (planning is free,
+        acting is what the guardrails govern). Only where a limit stopped every plan, so the
+        refusals it adds measure a limit, never a planner's blind spot; a used-up cluster-wide
+        limit is still not searched for (above), since it holds back every plan alike."""
+        with self.preview.rates_lifted():
+            for planner in route:
+                answer = planner.plan(signal, view)
+                if isinstance(answer, Plan):
+                    self.held_back += 1
+                    # the refused plan names the limit itself, beside the fix it holds back
+                    self.no_fixes.pop(signal.scope_id, None)
+                    return answer
         return None
 
     def _decide(self, plan: Plan, at: datetime, view: ClusterView) -> list[ActingOutput]:

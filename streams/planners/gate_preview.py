@@ -10,7 +10,8 @@ priority gap, cooldowns, rates) are one judgement, never restated here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from models import TaskProfile
@@ -21,6 +22,9 @@ from streams.guardrails.gate_refusals import GateRefusal
 
 __all__ = ["GatePreview", "eviction_candidate"]
 
+LIMITS = ("max_evictions_cluster", "max_evictions_node", "max_evictions_namespace")
+LIMIT_LIFTED = 1 << 30
+"""A limit no window's evictions reach: the limits' settings have no "none" value."""
 STANDALONE_AT = datetime(1970, 1, 1, tzinfo=UTC)
 """The instant a preview of an empty ledger is asked at: with nothing remembered, no cooldown
 or rate can refuse, and the answer is the same at any instant."""
@@ -62,6 +66,23 @@ class GatePreview:
     def __init__(self, gate: Gate, *, at: datetime = STANDALONE_AT) -> None:
         self.gate = gate
         self.at = at
+        self._asked = gate
+
+    @contextmanager
+    def rates_lifted(self) -> Iterator[None]:
+        """Ask as if no eviction limit (cluster, node, namespace) were used up, every other
+        rule standing (protection, exemption, priority gap, cooldowns): for the plan a limit
+        holds back, which ``Acting`` then puts to the real gate to be refused and recorded
+        with its proof. Cooldowns stay: lifted, the search would pick the victim an earlier
+        plan already chose, the blind spot the preview exists to remove. The same ledger is
+        read, never written."""
+        lifted = Gate(self.gate.settings.model_copy(update=dict.fromkeys(LIMITS, LIMIT_LIFTED)))
+        lifted.ledger = self.gate.ledger
+        self.gate = lifted
+        try:
+            yield
+        finally:
+            self.gate = self._asked
 
     @classmethod
     def standalone(cls, guardrails: GuardrailSettings) -> GatePreview:

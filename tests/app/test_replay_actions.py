@@ -59,6 +59,9 @@ def test_enforced_actions_place_more_gpu_and_a_dry_run_executes_nothing(
     dry_rows = _stored(dsn, dry["run_id"])
     assert dry_rows and {mode for _, mode, _, _ in dry_rows} == {"dry_run"}
     assert {outcome for _, _, outcome, _ in dry_rows} <= {"proposed", "refused"}
+    # every refused plan is one a limit held back, and the summary counts them
+    held = {json.loads(e)["plan"] for _, _, o, e in dry_rows if o == "refused"}
+    assert len(held) == dry["plans_held_back_by_a_limit"] > 0
 
     enforced = runs["enforce"]
     assert enforced["actions_executed"] > 0
@@ -157,3 +160,27 @@ def test_a_pods_no_fix_reason_survives_the_verdict_joined_after_it(
                 {"r": str(runs[mode]["run_id"])},
             ).rows
         assert reasons > 0 and both == reasons, (mode, both, reasons)
+
+
+def test_explain_shows_the_plan_an_eviction_limit_holds_back_with_its_proof(
+    replays: tuple[str, dict[str, dict[str, object]]],
+) -> None:
+    """Planning is free, acting is what the guardrails govern: where the namespace's eviction
+    limit stopped every plan, the fix is still searched (the limits lifted, the other rules
+    standing), refused by the gate for the limit, and shown with its proof."""
+    dsn, runs = replays
+    run_id = str(runs["dry-run"]["run_id"])
+    held = [
+        json.loads(ev)
+        for kind, _, outcome, ev in _stored(dsn, run_id)
+        if kind == "reclaim" and outcome == "refused"
+    ]
+    assert held and {h["refused_rule"] for h in held} == {"rate_limited"}
+    ev = held[0]
+    out = gpufrag(dsn, "explain", str(ev["beneficiary"]), "--run", run_id, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "refused (dry_run)" in text and "(guardrail rate_limited)" in text
+    assert "what-if: placeable before no, after yes" in text
+    assert ev["victims"][0]["pod"] in text
+    assert "no fix:" not in text  # the refused plan names the limit itself

@@ -107,11 +107,20 @@ def test_enforce_hands_the_eviction_on_and_a_limit_leaves_nothing_to_propose() -
     assert [(r.namespace, r.name, r.mode) for r in requests] == [("ml", "s1", ActionMode.ENFORCE)]
     assert requests[0].id == records[0].id
 
-    # the planners ask the gate first: a node whose limit is used up offers no victim, so
-    # no plan the gate would refuse is built (a planner that does not ask, the aggressor's,
-    # is still refused whole, below)
+    # the planners ask the gate first: a node whose limit is used up offers no victim; the
+    # plan that limit holds back is searched with the limits lifted and recorded refused,
+    # with its proof, and nothing reaches the actuator (a planner that does not ask, the
+    # aggressor's, is refused whole too, below)
     limited = _acting("enforce", max_evictions_node=0)
-    assert limited.on_signals(T0, signals, p.cluster.view) == []
+    (held,) = limited.on_signals(T0, signals, p.cluster.view)
+    assert isinstance(held, Action) and held.outcome is ActionOutcome.REFUSED
+    assert (held.kind, held.target, held.evidence["refused_rule"]) == (
+        "consolidate",
+        "ml/s1",
+        "rate_limited",
+    )
+    assert held.evidence["whatif"] == records[0].evidence["whatif"]
+    assert limited.held_back == 1 and limited.no_fixes == {}
     storm = _storm("ml/s1", ["ml/s2", "ml/s3"])
     refused = limited.on_signals(T0, [storm], p.cluster.view)
     assert [type(o) for o in refused] == [Action]

@@ -63,7 +63,8 @@ def _two_nodes_full() -> list[PodSpec]:
         # one eviction per namespace: x1 and x2 each pass alone, not together; y1 and y2
         # are in two namespaces
         ({"max_evictions_namespace": 1}, ["ml/y1", "team/y2"], 1),
-        # one per node: every 2-pod set here is on one node, so nothing is proposed
+        # one per node: every 2-pod set here is on one node, so nothing is proposed (the
+        # cheapest set is recorded refused, as the plan the limit holds back)
         ({"max_evictions_node": 1}, [], 2),
     ],
 )
@@ -74,12 +75,15 @@ def test_a_set_the_gate_refuses_is_passed_over_for_the_next(
     acting = _acting("enforce", **limits)
     out = acting.on_signals(T0, signals, p.cluster.view)
     assert sorted(o.target for o in out if isinstance(o, EvictPod)) == victims
-    assert all(o.outcome is ActionOutcome.PROPOSED for o in out if isinstance(o, Action))
     records = _admitted(out)
     if victims:
+        assert all(o.outcome is ActionOutcome.PROPOSED for o in out if isinstance(o, Action))
         assert records[0].evidence.get("gate_refused_sets", 0) == refused_sets
     else:
         assert records == []
+        held = [o for o in out if isinstance(o, Action)]
+        assert sorted(o.target for o in held) == ["ml/x1", "ml/x2"]
+        assert {o.evidence["refused_rule"] for o in held} == {"rate_limited"}
 
 
 @pytest.mark.parametrize(

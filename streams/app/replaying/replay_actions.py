@@ -87,6 +87,8 @@ def action_summary(
         "pending_made_placeable": sim.made_placeable,
         "pods_evicted": sim.evicted,
         "signals_unplanned_at_eviction_limit": acting.unplanned,
+        # plans a node's or namespace's limit held back, searched to be recorded refused
+        "plans_held_back_by_a_limit": acting.held_back,
         "planner_errors": acting.errors,
         "allocated_gpu_pct_gain": round(gain, 4),
         "actions": counts,
