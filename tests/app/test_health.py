@@ -206,7 +206,15 @@ async def test_watch_is_ready_only_once_the_sources_have_listed(
         async with watching(env, dsn_for(tmp_path / "store"), metrics_port):
             status, body = await wait_for(metrics_port, "held")
             assert status == 503 and body["ready"] is False
+            # the listed check exists from the source's start, before its first list call
+            # reaches the relay (on a busy machine seconds later: CI once found none held
+            # yet), so wait for the watchers' try, then for the probe still to say no
+            deadline = time.monotonic() + DEADLINE_S
+            while relay.held < 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
             assert relay.held >= 1  # the watchers did try: the relay holds them
+            status, body = await wait_for(metrics_port, "held")
+            assert status == 503 and body["ready"] is False
             assert get(metrics_port, "/livez")[0] == 200
             relay.release.set()
             status, body = await wait_for(metrics_port, "ready")

@@ -26,7 +26,7 @@ from tests.streams.quota_scenarios import (
     refusal_steps,
     refused,
 )
-from tests.streams.test_quota_view import Run, check
+from tests.streams.quota_table import Run, check
 
 QUIET = timedelta(seconds=1200)  # QuotaSettings.refusal_quiet_s's default
 

@@ -15,8 +15,9 @@ from prometheus_client import CollectorRegistry
 from connectors.kube import KubeSource
 from connectors.refusals import RefusalLog
 from models import Envelope, KubeResource, KubeSettings
+from models.refusal import Refusal
 
-__all__ = ["Collector", "kube_settings", "running"]
+__all__ = ["Collector", "Kept", "kube_settings", "running"]
 
 
 class Collector:
@@ -88,3 +89,13 @@ async def running(
     finally:
         stop.set()
         await asyncio.wait_for(task, 5.0)
+
+
+class Kept:
+    """The refusal log's dead-letter sink, as the store or topic would take them."""
+
+    def __init__(self) -> None:
+        self.refusals: list[Refusal] = []
+
+    def __call__(self, refusal: Refusal) -> None:
+        self.refusals.append(refusal)

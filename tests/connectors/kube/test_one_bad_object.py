@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry
 from connectors.kube.quantity import QuantityError, parse_quantity
 from connectors.refusals import RefusalLog
 from models import KubeResource, NodeEvent, PodEvent
-from models.refusal import Refusal
-from tests.connectors.kube.helpers import Collector, kube_settings, running
+from tests.connectors.kube.helpers import Collector, Kept, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.kube_fake.objects import container, node, oom_status, pod
 
@@ -41,16 +40,6 @@ def undecodable_pod(name: str) -> dict[str, Any]:
 
 def emitted_pods(collector: Collector) -> list[str]:
     return [env.payload.pod.key for env in collector.envelopes if isinstance(env.payload, PodEvent)]
-
-
-class Kept:
-    """The refusal log's dead-letter sink, as the store or topic would take them."""
-
-    def __init__(self) -> None:
-        self.refusals: list[Refusal] = []
-
-    def __call__(self, refusal: Refusal) -> None:
-        self.refusals.append(refusal)
 
 
 async def test_one_absurd_pod_neither_hides_the_others_nor_restarts_the_watch(

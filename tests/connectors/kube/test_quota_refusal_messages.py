@@ -13,8 +13,7 @@ from connectors.kube.objects import MappingError
 from connectors.kube.watch.failed_create import is_quota_refusal, parse_quota_refusal
 from connectors.refusals import RefusalLog
 from models import KubeResource, SchedulingEvent
-from tests.connectors.kube.helpers import Collector, kube_settings, running
-from tests.connectors.kube.test_one_bad_object import Kept
+from tests.connectors.kube.helpers import Collector, Kept, kube_settings, running
 from tests.kube_fake import FakeApiServer, FakeCluster
 from tests.streams.quota_scenarios import failed_create
 
