@@ -13,8 +13,8 @@ import pytest
 
 from connectors.kube.watch.queue_objects import volcano_queue_from_dict
 from models import Envelope, Signal, SignalKind
-from models.settings import GuardrailSettings, PlannerSettings
 from models.actions import NoFix
+from models.settings import GuardrailSettings, PlannerSettings
 from streams.pipeline import define_pipeline
 from streams.planners.plan import Plan
 from streams.planners.quota_reclaim import KIND, QuotaReclaim
