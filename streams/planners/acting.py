@@ -171,11 +171,14 @@ class Acting:
         if signal.kind in self.spent_skips and self.gate.evictions_left(at) == 0:
             # every plan for it evicts, and the cluster's limit would refuse it: a search
             # (tens of ms on a thousand nodes) for a certain refusal is not made
+            key = _subject(route[0], signal, view)
+            if key is None:  # nobody it would plan for (a namespace's quota signal)
+                return None
             self.unplanned += 1
             if signal.state == "open":
                 g = self.guardrails
                 spent = eviction_limit_spent(limit=g.max_evictions_cluster, window_s=g.window_s)
-                self._no_fix(_subject(route[0], signal, view), (spent,))
+                self._no_fix(key, (spent,))
             return None
         reasons: dict[str | None, list[NoFix]] = {}
         for planner in route:

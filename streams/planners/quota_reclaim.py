@@ -13,8 +13,9 @@ back to it. A plan is the fewest of them such that, with them gone, the queue ha
 pod's request by the queue view's own rule (``QueueView.blocks`` on the ledger less what they
 free: used - freed + requested <= the ceiling, what the cohort lends counted where it may
 borrow) and the pod fits some node (their room counted, on the same what-if copy reclaim
-proves on). Among equally few: borrowers (their queue over its guaranteed share) first, then
-preemptible pods, then the lowest priority, then the least GPU evicted. Every victim is asked
+proves on). Among equally few: borrowers (``_borrowers``: the pods bound after the queue's
+guaranteed share was used up) first, then preemptible pods, then the lowest priority, then the
+least GPU evicted. Every victim is asked
 of the gate alone (``Searching.allowed``: protection, exemption, priority gap, cooldowns,
 rates) and every set whole (``GateAsked``), so it proposes only what the gate would admit.
 
@@ -169,7 +170,7 @@ class QuotaReclaim(Searching):
 
     def _search(
         self, s: _Search, pool: list[Held], gate: GateAsked, tally: SearchTally
-    ) -> Plan | NoFix:
+    ) -> Plan | NoFix | None:
         """Sets of 1, 2, ... pods, the fewest first; among a size, the best by the order in
         the module's docstring that the gate admits whole."""
         most, budget = self.settings.max_victims, self.settings.search_budget
@@ -220,7 +221,9 @@ class QuotaReclaim(Searching):
             "quota and a node for it",
         )
 
-    def _plan(self, s: _Search, victims: tuple[Held, ...], slot: int, gate: GateAsked) -> Plan:
+    def _plan(
+        self, s: _Search, victims: tuple[Held, ...], slot: int, gate: GateAsked
+    ) -> Plan | None:
         """The plan, proven on a fresh copy: before, the queue holds the pod; after, it has
         room and the pod fits the node chosen."""
         task, ledger = s.task, s.ledger
@@ -228,7 +231,7 @@ class QuotaReclaim(Searching):
         _free(proof, victims)
         node = proof.index.names[slot] or ""
         if not proof.placeable(task)[slot] or _blocks(s, victims):
-            raise AssertionError(f"quota reclaim for {task.key}: the proof does not hold")
+            return None  # the node search and the proof disagree: propose nothing unproven
         resource = _resource(s)
         before = s.quotas.blocks(task)[0]
         after = _after(s, victims)

@@ -16,6 +16,7 @@ from models import Envelope, Signal, SignalKind
 from models.actions import NoFix
 from models.settings import GuardrailSettings, PlannerSettings
 from streams.pipeline import define_pipeline
+from streams.planners.acting import Acting
 from streams.planners.plan import Plan
 from streams.planners.quota_reclaim import KIND, QuotaReclaim
 from tests.app.embedded_store import minute_apart
@@ -164,3 +165,20 @@ def test_a_signal_of_another_scope_or_state_is_not_planned_for() -> None:
     assert planner.plan(resolved, p.cluster.view) is None
     other = signal.model_copy(update={"scope_id": "VolcanoQueue:elsewhere"})
     assert planner.plan(other, p.cluster.view) is None
+
+
+def test_acting_routes_the_queue_signal_to_it_and_keeps_its_no_fix_on_the_pod() -> None:
+    acting = Acting(planners=PlannerSettings(), guardrails=GuardrailSettings())
+    (planner,) = acting.routes[SignalKind.QUOTA_EXHAUSTED]
+    assert isinstance(planner, QuotaReclaim)
+    case = CASES["nothing lower"]
+    p = define_pipeline(settings(mode="dry-run")).build()
+    signals: list[Signal] = []
+    for env in minute_apart(case.steps()):
+        signals += feed(p, env)
+    queue = [s for s in signals if s.kind == SignalKind.QUOTA_EXHAUSTED]
+    assert acting.on_signals(queue[0].opened_at, queue, p.cluster.view) == []
+    # on the held pod's explanation, not on the queue's scope, which has none
+    assert set(acting.no_fixes) == {POD}
+    (reason,) = acting.no_fixes[POD]
+    assert (reason.planner, reason.code) == ("quota_reclaim", "priority_gap")
