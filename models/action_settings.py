@@ -48,8 +48,14 @@ class PlannerSettings(_Group):
     movable_max_gpu_milli: Annotated[int, Field(ge=1)] = 1000
     """A pod consolidation may move holds at most this much GPU (a card): moving a big job
     costs more than the one it makes room for."""
-    enabled: tuple[PlannerName, ...] = ("consolidate", "reclaim", "quarantine", "evict_aggressor")
-    """Planners that run, by their registered names (the product's four, and any a plugin
+    enabled: tuple[PlannerName, ...] = (
+        "consolidate",
+        "reclaim",
+        "quota_reclaim",
+        "quarantine",
+        "evict_aggressor",
+    )
+    """Planners that run, by their registered names (the product's five, and any a plugin
     registers, see ``plugins``); a name nothing registered stops the command with the known
     names listed. Planners that answer the same signal kind are asked in this order, the
     first plan winning: for one pending pod consolidation is tried before reclaim, since it

@@ -36,7 +36,7 @@ from streams.planners import builtin  # noqa: F401  (its import registers the pr
 from streams.planners.candidates import HeldCache
 from streams.planners.gate_preview import GatePreview, eviction_candidate
 from streams.planners.no_fix import eviction_limit_spent
-from streams.planners.plan import Plan, Planner, StatefulPlanner
+from streams.planners.plan import Plan, Planner, StatefulPlanner, SubjectPlanner
 from streams.planners.planner_registry import PLANNERS, PlannerInputs
 from streams.planners.rehearsal import Rehearsal
 
@@ -171,26 +171,42 @@ class Acting:
         if signal.kind in self.spent_skips and self.gate.evictions_left(at) == 0:
             # every plan for it evicts, and the cluster's limit would refuse it: a search
             # (tens of ms on a thousand nodes) for a certain refusal is not made
+            key = _subject(route[0], signal, view)
+            if key is None:  # nobody it would plan for (a namespace's quota signal)
+                return None
             self.unplanned += 1
             if signal.state == "open":
                 g = self.guardrails
                 spent = eviction_limit_spent(limit=g.max_evictions_cluster, window_s=g.window_s)
-                self.no_fixes[signal.scope_id] = (spent,)
+                self._no_fix(key, (spent,))
             return None
-        reasons: list[NoFix] = []
+        reasons: dict[str | None, list[NoFix]] = {}
         for planner in route:
             answer = planner.plan(signal, view)
             if isinstance(answer, NoFix):
-                reasons.append(answer)
+                reasons.setdefault(_subject(planner, signal, view), []).append(answer)
             elif answer is not None:
                 return answer
-        if reasons:
-            self.no_fixes[signal.scope_id] = tuple(reasons)
-        if any(r.code == RATE_LIMITED for r in reasons):
-            return self._held_back(signal, view, route)
+        for key, found in reasons.items():
+            self._no_fix(key, tuple(found))
+        if any(r.code == RATE_LIMITED for found in reasons.values() for r in found):
+            return self._held_back(signal, view, route, subjects=set(reasons))
         return None
 
-    def _held_back(self, signal: Signal, view: ClusterView, route: list[Planner]) -> Plan | None:
+    def _no_fix(self, key: str | None, reasons: tuple[NoFix, ...]) -> None:
+        """Keep ``reasons`` for ``key``'s explanation, beside those another signal of the
+        same instant gave it (a pod both unplaceable and held by its queue)."""
+        if key is not None:
+            self.no_fixes[key] = self.no_fixes.get(key, ()) + reasons
+
+    def _held_back(
+        self,
+        signal: Signal,
+        view: ClusterView,
+        route: list[Planner],
+        *,
+        subjects: set[str | None],
+    ) -> Plan | None:
         """The plan an eviction limit holds back: searched again with the limits lifted, it
         goes to the gate, which refuses it for the limit, and is recorded with its proof, so
         `gpufrag explain` shows the fix beside the guardrail that stops it (planning is free,
@@ -203,7 +219,8 @@ class Acting:
                 if isinstance(answer, Plan):
                     self.held_back += 1
                     # the refused plan names the limit itself, beside the fix it holds back
-                    self.no_fixes.pop(signal.scope_id, None)
+                    for key in subjects:
+                        self.no_fixes.pop(key or "", None)
                     return answer
         return None
 
@@ -286,6 +303,14 @@ class Acting:
         for name, planner in self.planners.items():
             if isinstance(planner, StatefulPlanner) and name in raw:
                 planner.restore(raw[name])
+
+
+def _subject(planner: Planner, signal: Signal, view: ClusterView) -> str | None:
+    """The explanation a planner's answer on ``signal`` is about: its pod, or the signal's
+    scope (a pod's or a gang's ``unplaceable_pending``)."""
+    if isinstance(planner, SubjectPlanner):
+        return planner.subject(signal, view)
+    return signal.scope_id
 
 
 def _plan_id(plan: Plan, at: datetime) -> str:

@@ -15,7 +15,7 @@ from models import Signal, TaskProfile
 from models.actions import ActionKindName, NoFix
 from streams.cluster.view import ClusterView
 
-__all__ = ["NoFix", "NodeOp", "Plan", "Planner", "StatefulPlanner"]
+__all__ = ["NoFix", "NodeOp", "Plan", "Planner", "StatefulPlanner", "SubjectPlanner"]
 
 NodeOp = Literal["cordon", "taint", "uncordon", "untaint"]
 
@@ -65,4 +65,15 @@ class StatefulPlanner(Planner, Protocol):
 
     def restore(self, raw: object) -> None:
         """Take back what ``snapshot`` gave, as JSON read it back."""
+        ...
+
+
+@runtime_checkable
+class SubjectPlanner(Planner, Protocol):
+    """A planner whose signal names something other than the pod it plans for: a full
+    queue's ``quota_exhausted`` names the queue, the plan is for a pod it holds. ``Acting``
+    keeps such a planner's ``NoFix`` on that pod's explanation (a signal's scope otherwise)."""
+
+    def subject(self, signal: Signal, view: ClusterView) -> str | None:
+        """The pod (or gang) key it plans for on ``signal``; None: nobody."""
         ...

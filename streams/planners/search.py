@@ -126,6 +126,21 @@ class Searching:
         self.rehearsal.apply(scratch)
         return scratch
 
+    def allowed(
+        self,
+        task: TaskProfile,
+        *,
+        kind: ActionKindName,
+        beneficiary_priority: int | None,
+        tally: SearchTally | None = None,
+    ) -> bool:
+        """Whether the gate would let a ``kind`` plan for ``beneficiary_priority`` evict
+        ``task`` alone now; a refusal is counted in ``tally`` by its rule."""
+        refusal = self.preview.victim(task, kind=kind, beneficiary_priority=beneficiary_priority)
+        if refusal is not None and tally is not None:
+            tally.refused(refusal, task.node)
+        return refusal is None
+
     def candidates(
         self,
         task: TaskProfile,
@@ -153,12 +168,9 @@ class Searching:
         pools: dict[int, list[Held]] = {}
 
         def allowed(h: Held) -> bool:
-            refusal = self.preview.victim(
-                h.task, kind=kind, beneficiary_priority=beneficiary_priority
+            return self.allowed(
+                h.task, kind=kind, beneficiary_priority=beneficiary_priority, tally=tally
             )
-            if refusal is not None and tally is not None:
-                tally.refused(refusal, h.task.node)
-            return refusal is None
 
         for slot in could_host(scratch.index, task, blocked, nearest=s.search_nodes):
             name = scratch.index.names[slot] or ""

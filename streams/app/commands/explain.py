@@ -21,6 +21,7 @@ from streams.app.queries.gang_row import MEMBER_OF, gang_lines, is_gang
 from streams.app.queries.named_queries import QueryError
 from streams.app.queries.pod_fixes import (
     NoFixFound,
+    capacity_text,
     fix_line,
     fixes_for,
     no_fix_for,
@@ -86,13 +87,14 @@ def explain(
         out["fixes"] = [_fix_json(f) for f in fixes]
         out["fix_counts"] = fix_counts
         out["no_fix"] = None if no_fix is None else no_fix.to_json()
+        out["capacity_shortage"] = capacity_text(row)
         typer.echo(json.dumps(out, sort_keys=True, default=str))
         return
     console = Console()
     if key != asked:
         console.print(f"{asked} waits as a member of gang {key}: the gang's row follows")
     _print_row(console, key, row, run_id)
-    console.print(_fix_lines(key, fixes, fix_counts, no_fix), soft_wrap=True)
+    console.print(_fix_lines(key, row, fixes, fix_counts, no_fix), soft_wrap=True)
 
 
 def _print_row(console: Console, key: str, row: dict[str, Any], run_id: str) -> None:
@@ -142,23 +144,32 @@ def _fix_json(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fix_lines(
-    key: str, fixes: list[dict[str, Any]], counts: dict[str, int], no_fix: NoFixFound | None
+    key: str,
+    row: dict[str, Any],
+    fixes: list[dict[str, Any]],
+    counts: dict[str, int],
+    no_fix: NoFixFound | None,
 ) -> str:
     """The proven fix beside the cause: the plans stored for this pod, admitted first; and,
-    where the planners found none, which guardrail or shortage stops it."""
+    where the planners found none, which guardrail or shortage stops it; for a pod the
+    cluster's free total cannot take, that no planner runs for it, and why."""
     lines = []
     if fixes:
         tally = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
         lines.append(f"fix: {tally} plan(s) for it; gpufrag actions --pod {key} lists them all")
         lines += [f"  {escape(for_terminal(fix_line(f), limit=600))}" for f in fixes]
     if no_fix is not None:
-        lines += [escape(for_terminal(line, limit=600)) for line in no_fix_lines(no_fix)]
+        found = no_fix_lines(no_fix, blocker=row.get("quota_blocker"))
+        lines += [escape(for_terminal(line, limit=600)) for line in found]
+    short = capacity_text(row)
+    if not lines and short is not None:
+        return escape(for_terminal(short, limit=600))
     if not lines:
         return (
             "fix: no plan stored for this pod in this run: the run planned no actions "
-            "(replay --actions dry-run or enforce), the pod was never unplaceable (plans are "
-            "made for unplaceable pods only), or, in a dry run, it fits the room an earlier "
-            "plan frees (the dry run counts its plans as done)"
+            "(replay --actions dry-run or enforce), the pod was never unplaceable nor held "
+            "by a full queue (plans are made for those only), or, in a dry run, it fits the "
+            "room an earlier plan frees (the dry run counts its plans as done)"
         )
     return "\n".join(lines)
 

@@ -18,7 +18,20 @@ import orjson
 
 from connectors.clickhouse.store import Store
 
-__all__ = ["FIXES", "NO_FIX", "NoFixFound", "fix_line", "fixes_for", "no_fix_for", "no_fix_lines"]
+__all__ = [
+    "FIXES",
+    "NO_FIX",
+    "NoFixFound",
+    "capacity_text",
+    "fix_line",
+    "fixes_for",
+    "no_fix_for",
+    "no_fix_lines",
+]
+
+QUOTA_PLANNER = "quota_reclaim"
+"""The planner that answers a queue's ``quota_exhausted`` (``streams/planners/quota_reclaim.py``;
+named here, not imported: the app reads the store, not the planners)."""
 
 FIXES = """
 SELECT id, kind, mode, outcome, target, reason, evidence, created_at
@@ -87,17 +100,60 @@ def no_fix_for(store: Store, run_id: str, pod: str) -> NoFixFound | None:
     return NoFixFound(at=at, reasons=[r for r in reasons if isinstance(r, dict)])
 
 
-def no_fix_lines(found: NoFixFound) -> list[str]:
+def no_fix_lines(found: NoFixFound, *, blocker: str | None = None) -> list[str]:
     """One line per planner: "no fix: <planner>: <reason> (guardrail <rule>)", a shortage
-    named as such; the instant it was found last."""
+    named as such; the instant it was found last, and the signal it was planned for: its own
+    ``unplaceable_pending``, or, for the quota planner, its queue's (``blocker``, the row's
+    ``quota_blocker``) ``quota_exhausted``."""
     lines = []
+    signals = []
     for r in found.reasons:
         kind = "guardrail" if r.get("guardrail") else "shortage"
-        lines.append(
-            f"no fix: {r.get('planner', '?')}: {r.get('text', '?')} ({kind} {r.get('code', '?')})"
+        planner = r.get("planner", "?")
+        lines.append(f"no fix: {planner}: {r.get('text', '?')} ({kind} {r.get('code', '?')})")
+        queue = "its queue" if blocker is None else blocker
+        signal = (
+            f"{queue}'s quota_exhausted signal"
+            if planner == QUOTA_PLANNER
+            else "its unplaceable_pending signal"
         )
-    lines.append(f"  found at {found.at}, when its unplaceable_pending signal opened")
+        signals += [] if signal in signals else [signal]
+    lines.append(f"  found at {found.at}, when {' or '.join(signals) or 'a signal'} opened")
     return lines
+
+
+def capacity_text(row: dict[str, Any]) -> str | None:
+    """Why no planner runs for a pod the cluster's free total cannot take and no quota holds
+    (``fits_cluster_total`` 0): nothing is unplaceable, it is capacity, not fragmentation. The
+    row stores no free total, so the words give the request and the verdict, no figure of the
+    free side; None for any other pod."""
+    held = row.get("quota_blocker") is not None or "quota" in dict(row["reasons"])
+    if row["fits_cluster_total"] or held:
+        return None
+    asks = f"it asks {_asks(row)}"
+    if row.get("gang") is not None:
+        asks = (
+            f"it needs {row['gang_needed']} members at once, {row['gang_member_shown']} "
+            f"asking {_asks(row)}"
+        )
+    return (
+        "no fix gpufrag plans: the cluster's free total is short of this request ("
+        f"{asks}; the free total can't cover it): that is capacity, not fragmentation; "
+        "kube-scheduler's own preemption frees room for higher priorities"
+    )
+
+
+def _asks(row: dict[str, Any]) -> str:
+    """The request in the row's own figures: ``4 GPUs, 8000 mCPU, 32768 MiB``."""
+    parts = []
+    count, milli = int(row["gpu_count"]), int(row["gpu_milli"])
+    if count and milli >= 1000:
+        parts.append(f"{count} GPU{'' if count == 1 else 's'}")
+    elif count:
+        parts.append(f"{count} x {milli} milli-GPU")
+    parts += [f"{n} x MIG {profile}" for profile, n in sorted(dict(row["mig"]).items())]
+    parts += [f"{row['cpu_milli']} mCPU", f"{row['memory_mib']} MiB"]
+    return ", ".join(parts)
 
 
 def fix_line(row: dict[str, Any]) -> str:
