@@ -119,6 +119,7 @@ class StageMetrics:
         )
         self._disagreed: dict[str, int] = {}
         self._source_watermark = 0.0
+        self._stages: dict[str, StageChildren] = {}
 
     def disagreed(self, totals: Mapping[str, int]) -> None:
         """Bring the counter up to the cluster operator's own count (it counts, the runner
@@ -128,12 +129,43 @@ class StageMetrics:
                 self.disagreements.labels(reason).inc(n - self._disagreed.get(reason, 0))
                 self._disagreed[reason] = n
 
-    def saw(self, stage: str, event_time_s: float) -> None:
-        self.watermark.labels(stage).set(event_time_s)
-        if stage == "source":
-            self._source_watermark = max(self._source_watermark, event_time_s)
+    def stage(self, name: str) -> StageChildren:
+        """One stage's metric children, looked up once: ``labels()`` per event was 1.3 s of a
+        26 s replay under the profiler (330,000 calls for 25,330 events)."""
+        bound = self._stages.get(name)
+        if bound is None:
+            bound = self._stages[name] = StageChildren(self, name)
+        return bound
+
+    def source_saw(self, event_time_s: float) -> None:
+        self._source_watermark = max(self._source_watermark, event_time_s)
+
+    @property
+    def source_watermark_s(self) -> float:
+        """The latest event time the source has passed on: what the stages' lag counts from."""
+        return self._source_watermark
+
+
+class StageChildren:
+    """A stage's counters and gauges, bound to its label (``StageMetrics.stage``)."""
+
+    __slots__ = ("errors", "events_in", "events_out", "lag", "metrics", "name", "watermark")
+
+    def __init__(self, metrics: StageMetrics, name: str) -> None:
+        self.metrics = metrics
+        self.name = name
+        self.events_in = metrics.events_in.labels(name)
+        self.events_out = metrics.events_out.labels(name)
+        self.errors = metrics.errors.labels(name)
+        self.watermark = metrics.watermark.labels(name)
+        self.lag = None if name == "source" else metrics.lag.labels(name)
+
+    def saw(self, event_time_s: float) -> None:
+        self.watermark.set(event_time_s)
+        if self.lag is None:
+            self.metrics.source_saw(event_time_s)
         else:
-            self.lag.labels(stage).set(max(0.0, self._source_watermark - event_time_s))
+            self.lag.set(max(0.0, self.metrics.source_watermark_s - event_time_s))
 
 
 _END = object()
@@ -186,7 +218,8 @@ class EmbeddedRunner:
                 t.cancel()
 
     async def _source(self, out: asyncio.Queue[object]) -> None:
-        m = self.metrics
+        m = self.metrics.stage("source")
+        waiting = self.metrics.queue_items.labels("source->join")
         n = 0
         try:
             it = self.source if isinstance(self.source, AsyncIterator) else iter(self.source)
@@ -198,11 +231,11 @@ class EmbeddedRunner:
                     env = env.model_copy(update={"seq": n})
                 if self.pace is not None and await self._stopped_within(self.pace(env.event_time)):
                     break
-                m.events_in.labels("source").inc()
-                m.saw("source", env.event_time.timestamp())
+                m.events_in.inc()
+                m.saw(env.event_time.timestamp())
                 await out.put(env)
-                m.events_out.labels("source").inc()
-                m.queue_items.labels("source->join").set(out.qsize())
+                m.events_out.inc()
+                waiting.set(out.qsize())
                 n += 1
                 if n % 256 == 0:
                     await asyncio.sleep(0)  # let the stages run between bursts
@@ -235,28 +268,29 @@ class EmbeddedRunner:
         return True
 
     async def _join(self, inq: asyncio.Queue[object], out: asyncio.Queue[object]) -> None:
-        m = self.metrics
+        m = self.metrics.stage("join")
+        waiting = self.metrics.queue_items.labels("join->analysis")
         while True:
             item = await inq.get()
             if item is _END:
                 await out.put(_END)
                 return
             assert isinstance(item, Envelope)
-            m.events_in.labels("join").inc()
-            m.saw("join", item.event_time.timestamp())
+            m.events_in.inc()
+            m.saw(item.event_time.timestamp())
             try:
                 updates = self.pipeline.join.apply(item)
             except Exception as exc:  # one bad event must not stop the pipeline
-                m.errors.labels("join").inc()
+                m.errors.inc()
                 self.failures += 1
                 await self.output.dead_letter(Failure(item, "join", f"{type(exc).__name__}: {exc}"))
                 continue
             await out.put(Emission(at=item.event_time, env=item, deltas=list(updates)))
-            m.events_out.labels("join").inc()
-            m.queue_items.labels("join->analysis").set(out.qsize())
+            m.events_out.inc()
+            waiting.set(out.qsize())
 
     async def _analyse(self, inq: asyncio.Queue[object]) -> None:
-        m = self.metrics
+        m = self.metrics.stage("analysis")
         p = self.pipeline
         instants: Instants[ProfileUpdate, Signal] = Instants(p.cluster)
         last_time: datetime | None = None
@@ -265,9 +299,9 @@ class EmbeddedRunner:
             if item is _END:
                 break
             assert isinstance(item, Emission) and item.env is not None
-            m.events_in.labels("analysis").inc()
+            m.events_in.inc()
             at = item.at
-            m.saw("analysis", at.timestamp())
+            m.saw(at.timestamp())
             if last_time is not None and at > last_time:
                 # the input is in event-time order: the previous instant is complete
                 await self._release(instants, last_time)
@@ -277,7 +311,7 @@ class EmbeddedRunner:
                     late += instants.add(key, update)
                 item.late += late
             except Exception as exc:  # the operator's state stays as it was before this event
-                m.errors.labels("analysis").inc()
+                m.errors.inc()
                 self.failures += 1
                 await self.output.dead_letter(
                     Failure(item.env, "analysis", f"{type(exc).__name__}: {exc}")
@@ -286,8 +320,8 @@ class EmbeddedRunner:
             if last_time is None or at > last_time:
                 last_time = at
             await self.output.emit(item)
-            m.disagreed(p.cluster.disagreements)
-            m.events_out.labels("analysis").inc()
+            self.metrics.disagreed(p.cluster.disagreements)
+            m.events_out.inc()
             self.processed += 1
             if self.on_progress is not None:
                 self.on_progress(self.processed, at)
@@ -303,7 +337,7 @@ class EmbeddedRunner:
             await self.output.emit(
                 Emission(at=last_time, env=None, instants=[p.state_at(last_time)])
             )
-        m.disagreed(p.cluster.disagreements)
+        self.metrics.disagreed(p.cluster.disagreements)
 
     async def _release(self, instants: Instants[ProfileUpdate, Signal], upto: datetime) -> None:
         """Apply and evaluate every instant up to ``upto``; what it produced is one emission."""
@@ -315,7 +349,7 @@ class EmbeddedRunner:
         try:
             instants.release(upto, on_instant=on_instant)
         except Exception as exc:  # counted, reported, and the run goes on
-            self.metrics.errors.labels("analysis").inc()
+            self.metrics.stage("analysis").errors.inc()
             self.failures += 1
             log.exception("evaluating the instant %s failed: %s", upto.isoformat(), exc)
         if outputs:
