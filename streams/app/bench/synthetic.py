@@ -170,6 +170,14 @@ def sample_payload(node: SynthNode, index: int, used_mib: float, util: float) ->
     }
 
 
+def faulted_sample_payload(node: SynthNode, index: int) -> dict[str, Any]:
+    """A sample reporting Xid 79 (the card fell off the bus): the gpu_health detector opens a
+    gpu_unhealthy signal for the card at once, so its signal times the path end to end."""
+    payload = sample_payload(node, index, 0.0, 0.0)
+    payload["sample"]["xid"] = 79
+    return payload
+
+
 def failed_scheduling_payload(pod: SynthPod, nodes: int, count: int) -> dict[str, Any]:
     return {
         "kind": "scheduler",
@@ -218,11 +226,12 @@ def state_events(c: SynthCluster) -> Iterator[dict[str, Any]]:
 
 
 def live_events(
-    c: SynthCluster, *, seed: int, count: int, first_seq: int
+    c: SynthCluster, *, seed: int, count: int, first_seq: int, start_s: float = 1.0
 ) -> Iterator[dict[str, Any]]:
     """The live traffic after the first list, in event-time order: DCGM samples of every card
     every 10 s (the exporter's default interval), and per second one FailedScheduling repeat
-    for a pending pod in twenty (a backed-up queue), ``count`` events in all."""
+    for a pending pod in twenty (a backed-up queue), ``count`` events in all, from ``start_s``
+    seconds of event time."""
     rng = np.random.default_rng(seed + 1)
     pending = c.pending
     cards = [(n, i) for n in c.nodes for i in range(n.gpu_count)]
@@ -231,7 +240,7 @@ def live_events(
     every = 20
     for k in range(count):
         seq = first_seq + k
-        at_s = 1.0 + k * step_s
+        at_s = start_s + k * step_s
         if pending and k % every == every - 1:
             pod = pending[(k // every) % len(pending)]
             payload = failed_scheduling_payload(pod, len(c.nodes), 1 + k // every)

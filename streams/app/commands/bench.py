@@ -18,7 +18,7 @@ from streams.app.bench.run_all import run_cases
 from streams.app.bench.runner import SCALES, BenchError
 from streams.app.console.errors import EXIT_USAGE
 
-KAFKA_ENV = "GPUFRAG_KAFKA__BOOTSTRAP_SERVERS"
+KAFKA_ENV = "GPUFRAG_KAFKA__BOOTSTRAP"
 TABLE_WIDTH = 130
 """Piped (CI's log), rich would fold the table into 80 columns; its 10 columns fit 130."""
 
