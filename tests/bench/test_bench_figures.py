@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.app.bench.figures import Figure, Samples, Target, not_run
+from streams.app.bench.figures import Figure, Goal, Samples, not_run
 from streams.app.bench.report import number
 
 KEYS = {
@@ -52,13 +52,13 @@ def test_the_ratio_is_the_median_over_the_baselines_median() -> None:
 @pytest.mark.parametrize(
     ("target", "median", "met"),
     [
-        (Target(0.35), 0.35, True),
-        (Target(0.35), 0.36, False),
-        (Target(50_000, at_most=False), 50_000.0, True),
-        (Target(50_000, at_most=False), 49_999.0, False),
+        (Goal(0.35), 0.35, True),
+        (Goal(0.35), 0.36, False),
+        (Goal(50_000, at_most=False), 50_000.0, True),
+        (Goal(50_000, at_most=False), 49_999.0, False),
     ],
 )
-def test_a_target_on_the_median(target: Target, median: float, met: bool) -> None:
+def test_a_target_on_the_median(target: Goal, median: float, met: bool) -> None:
     f = Figure(case="x", name="y", unit="s", samples=Samples((median,)), targets=(target,))
     assert f.met is met
 
@@ -72,7 +72,7 @@ def test_a_target_on_the_ratio_reads_the_ratio_not_the_median() -> None:
         samples=Samples((9.0,)),
         baseline="experiment",
         baseline_samples=Samples((6.0,)),
-        targets=(Target(1.5, of="ratio"),),
+        targets=(Goal(1.5, of="ratio"),),
     )
     assert f.met is True
     slower = Figure(
@@ -82,7 +82,7 @@ def test_a_target_on_the_ratio_reads_the_ratio_not_the_median() -> None:
         samples=Samples((9.1,)),
         baseline="experiment",
         baseline_samples=Samples((6.0,)),
-        targets=(Target(1.5, of="ratio"),),
+        targets=(Goal(1.5, of="ratio"),),
     )
     assert slower.met is False
     assert slower.target == "<= 1.5x baseline"
@@ -96,7 +96,7 @@ def test_every_target_must_hold() -> None:
         samples=Samples((1.5,)),
         baseline="json.load",
         baseline_samples=Samples((0.1,)),
-        targets=(Target(2.0), Target(3.0, of="ratio")),
+        targets=(Goal(2.0), Goal(3.0, of="ratio")),
     )
     assert f.met is False  # within 2 s, but 15x the baseline
     assert f.target == "<= 2 s and <= 3x baseline"
@@ -109,7 +109,7 @@ def test_met_is_unknown_without_targets_or_without_a_baseline_for_a_ratio_target
         name="y",
         unit="s",
         samples=Samples((1.0,)),
-        targets=(Target(0.8, at_most=False, of="ratio"),),
+        targets=(Goal(0.8, at_most=False, of="ratio"),),
     )
     assert no_base.met is None
 
@@ -122,7 +122,7 @@ def test_the_json_object_of_a_measured_figure() -> None:
         samples=Samples((80.0, 90.0, 70.0)),
         baseline="bulk",
         baseline_samples=Samples((100.0,)),
-        targets=(Target(0.8, at_most=False, of="ratio"),),
+        targets=(Goal(0.8, at_most=False, of="ratio"),),
         params={"rows": 10},
     )
     body = f.as_json()
@@ -138,7 +138,7 @@ def test_a_figure_not_run_says_why_and_has_no_verdict() -> None:
         "events_per_s",
         "events/s",
         "no broker given",
-        targets=(Target(20_000, at_most=False),),
+        targets=(Goal(20_000, at_most=False),),
     ).as_json()
     assert set(body) == KEYS
     assert body["median"] is None and body["runs"] == 0 and body["met"] is None

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
-from streams.app.bench.figures import Figure, Target
+from streams.app.bench.figures import Figure, Goal
 from streams.app.bench.process_cases import TRACE_SEED, trace_nodes
 from streams.app.bench.runner import Context, measure
 from streams.app.replaying.workload import node_spec, pod_shape, read_trace, specs
@@ -55,7 +55,7 @@ def experiment(ctx: Context) -> list[Figure]:
                 samples=seconds,
                 baseline="loading the trace",
                 baseline_samples=loading,
-                targets=(Target(1.0),),
+                targets=(Goal(1.0),),
                 params={
                     "policy": policy,
                     "seed": TRACE_SEED,

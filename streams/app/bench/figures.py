@@ -14,7 +14,7 @@ Of = Literal["median", "ratio"]
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class Goal:
     """``median <= bound`` (``at_most``) or ``>= bound``, on the median or on the ratio to the
     baseline."""
 
@@ -70,7 +70,7 @@ class Figure:
     """None: the figure was not run (``note`` says why)."""
     baseline: str | None = None
     baseline_samples: Samples | None = None
-    targets: tuple[Target, ...] = ()
+    targets: tuple[Goal, ...] = ()
     note: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     """The input's size and settings (nodes, offered load, policy), printed with the figure."""
@@ -117,9 +117,7 @@ class Figure:
         }
 
 
-def not_run(
-    case: str, name: str, unit: str, why: str, *, targets: tuple[Target, ...] = ()
-) -> Figure:
+def not_run(case: str, name: str, unit: str, why: str, *, targets: tuple[Goal, ...] = ()) -> Figure:
     """A figure the run could not measure (no broker given): printed and written as such, never
     faked and never an error."""
     return Figure(

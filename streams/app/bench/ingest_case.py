@@ -11,7 +11,7 @@ import orjson
 
 from models import Envelope, from_json
 from streams.app.bench import synthetic
-from streams.app.bench.figures import Figure, Target
+from streams.app.bench.figures import Figure, Goal
 from streams.app.bench.runner import BenchError, Context, measure
 from streams.app.lifecycle.settings_load import load_settings
 from streams.pipeline import Pipeline, define_pipeline
@@ -90,7 +90,7 @@ def ingest(ctx: Context) -> list[Figure]:
             samples=rate,
             baseline="orjson.loads of the same bytes",
             baseline_samples=decoded,
-            targets=(Target(50_000, at_most=False),),
+            targets=(Goal(50_000, at_most=False),),
             params={
                 "nodes": len(c.nodes),
                 "gpus": c.gpus,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.app.bench.figures import Figure, Samples, Target
+from streams.app.bench.figures import Figure, Goal, Samples
 from streams.app.bench.procs import module_with_peak, run_fresh
 from streams.app.bench.runner import BenchError, Context
 
@@ -24,7 +24,7 @@ def memory(ctx: Context) -> list[Figure]:
             name="peak_mib",
             unit="MiB",
             samples=Samples((run.peak_mib,)),
-            targets=(Target(1024),),
+            targets=(Goal(1024),),
             params={
                 "nodes": s.memory_nodes,
                 "pods": s.memory_pods,

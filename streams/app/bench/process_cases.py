@@ -9,7 +9,7 @@ from pathlib import Path
 
 from connectors.trace.bundled import bundled_nodes_path
 from streams.app.bench import synthetic
-from streams.app.bench.figures import Figure, Target
+from streams.app.bench.figures import Figure, Goal
 from streams.app.bench.procs import gpufrag, module_with_peak, run_fresh
 from streams.app.bench.runner import BenchError, Context, measure, measure_each
 
@@ -64,7 +64,7 @@ def replay(ctx: Context) -> list[Figure]:
             samples=wall,
             baseline=baseline,
             baseline_samples=base_wall,
-            targets=(Target(1.5, of="ratio"),),
+            targets=(Goal(1.5, of="ratio"),),
             params=params,
         ),
         Figure(
@@ -74,7 +74,7 @@ def replay(ctx: Context) -> list[Figure]:
             samples=peak,
             baseline=baseline,
             baseline_samples=base_peak,
-            targets=(Target(400),),
+            targets=(Goal(400),),
             params=params,
         ),
     ]
@@ -98,7 +98,7 @@ def cli(ctx: Context) -> list[Figure]:
             samples=helped,
             baseline=baseline,
             baseline_samples=bare,
-            targets=(Target(0.35),),
+            targets=(Goal(0.35),),
         ),
         Figure(
             case="cli",
@@ -107,7 +107,7 @@ def cli(ctx: Context) -> list[Figure]:
             samples=listed,
             baseline=baseline,
             baseline_samples=bare,
-            targets=(Target(0.6),),
+            targets=(Goal(0.6),),
         ),
     ]
 
@@ -153,7 +153,7 @@ def inspect(ctx: Context) -> list[Figure]:
             samples=wall,
             baseline="json.load of the file",
             baseline_samples=loaded,
-            targets=(Target(2.0), Target(3.0, of="ratio")),
+            targets=(Goal(2.0), Goal(3.0, of="ratio")),
             params=params,
         ),
         Figure(
@@ -161,7 +161,7 @@ def inspect(ctx: Context) -> list[Figure]:
             name="peak_mib",
             unit="MiB",
             samples=peak,
-            targets=(Target(300),),
+            targets=(Goal(300),),
             params=params,
         ),
     ]

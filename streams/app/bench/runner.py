@@ -74,9 +74,9 @@ SCALES: dict[str, Scale] = {
         memory_nodes=10_000,
         memory_pods=200_000,
         sink_rows=100_000,
-        kafka_events=10_000,
+        kafka_events=6_000,
         latency_rate_per_s=10_000,
-        latency_s=1.0,
+        latency_s=0.5,
     ),
 }
 

@@ -17,7 +17,7 @@ from connectors.clickhouse.sink import ClickHouseSink
 from connectors.clickhouse.store import open_store
 from models import Envelope, StoreSettings, from_json
 from streams.app.bench import synthetic
-from streams.app.bench.figures import Figure, Target
+from streams.app.bench.figures import Figure, Goal
 from streams.app.bench.runner import Context, measure
 from streams.app.lifecycle.settings_load import load_settings
 
@@ -65,7 +65,7 @@ def sink(ctx: Context) -> list[Figure]:
             samples=written,
             baseline="one bulk insert (clickhouse-connect)",
             baseline_samples=inserted,
-            targets=(Target(0.8, at_most=False, of="ratio"),),
+            targets=(Goal(0.8, at_most=False, of="ratio"),),
             params={"table": TABLE, "rows": len(events)},
         ),
     ]

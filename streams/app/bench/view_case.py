@@ -11,7 +11,7 @@ import numpy as np
 
 from models import Envelope, GpuState, NodeProfile
 from streams.app.bench import synthetic
-from streams.app.bench.figures import Figure, Samples, Target
+from streams.app.bench.figures import Figure, Goal, Samples
 from streams.app.bench.runner import Context, measure
 from streams.app.lifecycle.settings_load import load_settings
 from streams.cluster_analysis import ClusterAnalysis
@@ -112,7 +112,7 @@ def _one_size(ctx: Context, pipeline: PipelineDef, nodes: int) -> list[Figure]:
             samples=full,
             baseline=BASELINE,
             baseline_samples=passed,
-            targets=(Target(0.1),),
+            targets=(Goal(0.1),),
             params=params,
         ),
         Figure(
@@ -122,7 +122,7 @@ def _one_size(ctx: Context, pipeline: PipelineDef, nodes: int) -> list[Figure]:
             samples=change,
             baseline=BASELINE,
             baseline_samples=passed_us,
-            targets=(Target(100),),
+            targets=(Goal(100),),
             params={**params, "changes": len(stream)},
         ),
     ]
