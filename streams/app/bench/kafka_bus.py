@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from connectors.kafka.security import client_kwargs
 from streams.app.bench.procs import gpufrag, run_fresh
@@ -125,6 +126,20 @@ def wait_done(port: int, *, events: int) -> tuple[float, float]:
                 f"{DONE_WITHIN_S:.0f} s"
             )
         time.sleep(POLL_S)
+
+
+async def drop_topics(bootstrap: str, prefix: str) -> None:
+    """Delete every topic of a run (the inputs, the stages', Faust's changelogs): a bench
+    against a shared broker leaves nothing behind."""
+    kafka = Bus.resolve(bootstrap, prefix).kafka
+    admin = AIOKafkaAdminClient(**client_kwargs(kafka))
+    await admin.start()
+    try:
+        names = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        if names:
+            await admin.delete_topics(names)
+    finally:
+        await admin.close()
 
 
 async def _partitions(consumer: AIOKafkaConsumer, names: Sequence[str]) -> list[TopicPartition]:

@@ -40,9 +40,12 @@ def kafka(ctx: Context) -> list[Figure]:
         kafka_bus.publish(broker, prefix, lines, ctx.workdir / f"{prefix}jsonl")
         ctx.step("kafka: the worker reading")
         port = kafka_bus.free_port()
-        with kafka_bus.worker(broker, prefix, ctx.workdir, metrics_port=port):
-            first, last = kafka_bus.wait_done(port, events=len(lines))
-        _, bare_s = asyncio.run(kafka_bus.bare_read(broker, prefix))
+        try:
+            with kafka_bus.worker(broker, prefix, ctx.workdir, metrics_port=port):
+                first, last = kafka_bus.wait_done(port, events=len(lines))
+            _, bare_s = asyncio.run(kafka_bus.bare_read(broker, prefix))
+        finally:
+            asyncio.run(kafka_bus.drop_topics(broker, prefix))
         return len(lines) / (last - first), len(lines) / bare_s
 
     # no warm-up run: each run starts a worker of its own, so nothing carries over to warm
@@ -104,10 +107,13 @@ def latency(ctx: Context) -> list[Figure]:
         return kafka_latency.percentile(waits, 50), kafka_latency.percentile(waits, 99)
 
     ctx.step("latency: the worker reading the first list")
-    with kafka_bus.worker(ctx.kafka, prefix, ctx.workdir, metrics_port=port):
-        asyncio.run(kafka_latency.send_all(kafka, prefix, state))
-        kafka_bus.wait_done(port, events=len(state))
-        p50, p99 = measure_each(ctx, "latency", one_run)
+    try:
+        with kafka_bus.worker(ctx.kafka, prefix, ctx.workdir, metrics_port=port):
+            asyncio.run(kafka_latency.send_all(kafka, prefix, state))
+            kafka_bus.wait_done(port, events=len(state))
+            p50, p99 = measure_each(ctx, "latency", one_run)
+    finally:
+        asyncio.run(kafka_bus.drop_topics(ctx.kafka, prefix))
     params = {
         "offered_per_s": s.latency_rate_per_s,
         "seconds": s.latency_s,
