@@ -17,14 +17,14 @@ import numpy as np
 
 START = datetime(2025, 1, 6, tzinfo=UTC)
 NODE_TYPES: tuple[tuple[str, int, int, int, int], ...] = (
-    # (GPU model, cards, CPU milli, memory MiB, GPU memory MiB): 8-card servers, the shape of
-    # the issue's 10,000-node cluster (80,000 GPUs), with a few 4- and 2-card nodes
+    # (GPU model, cards, CPU milli, memory MiB, GPU memory MiB): 8-card servers of four kinds,
+    # the issue's 10,000-node cluster with its 80,000 GPUs
     ("H100", 8, 192_000, 2_000_000, 81_559),
     ("A100", 8, 128_000, 1_000_000, 81_920),
-    ("L40S", 4, 64_000, 512_000, 46_068),
-    ("T4", 2, 32_000, 128_000, 15_360),
+    ("L40S", 8, 128_000, 1_000_000, 46_068),
+    ("A10", 8, 96_000, 512_000, 23_028),
 )
-NODE_WEIGHTS = (0.45, 0.45, 0.07, 0.03)
+NODE_WEIGHTS = (0.4, 0.4, 0.1, 0.1)
 POD_GPUS = (1, 1, 1, 2, 4, 8)
 """Cards per GPU pod: mostly single-card work, some multi-card jobs (the FGD mix)."""
 FAILED_SCHEDULING = "0/{n} nodes are available: {n} Insufficient nvidia.com/gpu."
