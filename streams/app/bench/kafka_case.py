@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 from dataclasses import dataclass
 
 import orjson
@@ -85,13 +84,17 @@ def latency(ctx: Context) -> list[Figure]:
     prefix, port = kafka_bus.fresh_prefix(), kafka_bus.free_port()
     kafka = Bus.resolve(ctx.kafka, prefix).kafka
     state = [Envelope.model_validate(e) for e in synthetic.state_events(c)]
-    cards = itertools.count()
+    cards = kafka_latency.fresh_cards(c)
+    probes = kafka_latency.probes_per_run(
+        c, rate=s.latency_rate_per_s, seconds=s.latency_s, runs=s.warmup + s.runs
+    )
     at = _Next(seq=len(state), s=1.0)
 
     def one_run() -> tuple[float, float]:
-        events, probes = kafka_latency.load_with_probes(
+        events, probed = kafka_latency.load_with_probes(
             c,
             cards,
+            probes=probes,
             rate=s.latency_rate_per_s,
             seconds=s.latency_s,
             seed=ctx.seed + at.seq,
@@ -102,7 +105,7 @@ def latency(ctx: Context) -> list[Figure]:
         at.s = (events[-1].event_time - synthetic.START).total_seconds() + 1.0
         ctx.step(f"latency: {s.latency_rate_per_s} events/s for {s.latency_s:g} s")
         waits = asyncio.run(
-            kafka_latency.offered(kafka, prefix, events, probes, rate=s.latency_rate_per_s)
+            kafka_latency.offered(kafka, prefix, events, probed, rate=s.latency_rate_per_s)
         )
         return kafka_latency.percentile(waits, 50), kafka_latency.percentile(waits, 99)
 
@@ -117,8 +120,7 @@ def latency(ctx: Context) -> list[Figure]:
     params = {
         "offered_per_s": s.latency_rate_per_s,
         "seconds": s.latency_s,
-        "probes_per_run": int(s.latency_rate_per_s * s.latency_s)
-        // max(s.latency_rate_per_s // kafka_latency.PROBES_PER_S, 1),
+        "probes_per_run": probes,
         "nodes": nodes,
     }
     return [

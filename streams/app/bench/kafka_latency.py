@@ -11,8 +11,8 @@ at a low rate the release waits longer for the next report.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
+from collections.abc import Iterator
 
 import orjson
 from aiokafka import AIOKafkaConsumer
@@ -25,7 +25,9 @@ from streams.app.bench.kafka_bus import DONE_WITHIN_S, _partitions
 from streams.app.bench.runner import BenchError
 from streams.distributed import topics
 
-PROBES_PER_S = 10
+PROBES_PER_S = 100
+"""At most: at 10,000 events/s one event in 100; fewer when the cluster has too few cards for a
+fresh one per probe in every run (a card already faulted opens no new signal)."""
 SIGNAL_KIND = "gpu_unhealthy"
 
 
@@ -48,33 +50,42 @@ async def send_all(kafka: KafkaSettings, prefix: str, events: list[Envelope]) ->
 
 def load_with_probes(
     c: synthetic.SynthCluster,
-    cards: itertools.count[int],
+    cards: Iterator[tuple[synthetic.SynthNode, int]],
     *,
+    probes: int,
     rate: int,
     seconds: float,
     seed: int,
     first_seq: int,
     start_s: float,
 ) -> tuple[list[Envelope], dict[int, str]]:
-    """``rate * seconds`` live events, one in ``rate / PROBES_PER_S`` replaced by a probe on the
-    next card of ``cards``; built (and validated) before the clock starts. Returns the events
-    and, by position, the probed card's signal scope id."""
+    """``rate * seconds`` live events, ``probes`` of them (evenly spread) replaced by a probe on
+    the next card of ``cards``; built (and validated) before the clock starts. Returns the
+    events and, by position, the probed card's signal scope id."""
     count = int(rate * seconds)
     raw = list(
         synthetic.live_events(c, seed=seed, count=count, first_seq=first_seq, start_s=start_s)
     )
-    all_cards = [(n, i) for n in c.nodes for i in range(n.gpu_count)]
-    every = max(rate // PROBES_PER_S, 1)
-    probes: dict[int, str] = {}
-    for k in range(every - 1, count, every):
-        node, index = all_cards[next(cards) % len(all_cards)]
-        raw[k] = {
-            **raw[k],
-            "key": node.name,
-            "payload": synthetic.faulted_sample_payload(node, index),
-        }
-        probes[k] = f"{node.name}/{index}"
-    return [Envelope.model_validate(e) for e in raw], probes
+    every = max(count // max(probes, 1), 1)
+    at: dict[int, str] = {}
+    for k in range(every - 1, count, every)[:probes]:
+        node, index = next(cards)
+        payload = synthetic.faulted_sample_payload(node, index)
+        raw[k] = {**raw[k], "key": node.name, "payload": payload}
+        at[k] = f"{node.name}/{index}"
+    return [Envelope.model_validate(e) for e in raw], at
+
+
+def probes_per_run(c: synthetic.SynthCluster, *, rate: int, seconds: float, runs: int) -> int:
+    """PROBES_PER_S over the run, within the cards the runs can fault one each."""
+    cards = sum(n.gpu_count for n in c.nodes)
+    return max(1, min(int(PROBES_PER_S * seconds), cards // runs, int(rate * seconds)))
+
+
+def fresh_cards(c: synthetic.SynthCluster) -> Iterator[tuple[synthetic.SynthNode, int]]:
+    """Every card once, spread over the nodes (one card of each node, then the next)."""
+    most = max(n.gpu_count for n in c.nodes)
+    return ((n, i) for i in range(most) for n in c.nodes if i < n.gpu_count)
 
 
 async def offered(

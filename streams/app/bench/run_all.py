@@ -4,6 +4,7 @@ bar on stderr."""
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,9 +25,11 @@ def _stepper(progress: Progress, task: TaskID, case: str) -> Callable[[str], Non
 
 def run_cases(
     cases: Sequence[Case], *, scale: Scale, seed: int, kafka: str | None, err: Console
-) -> list[Figure]:
-    """Every figure of ``cases``, in order; a case's BenchError goes to the caller."""
+) -> tuple[list[Figure], dict[str, float]]:
+    """Every figure of ``cases``, in order, and each case's wall seconds (setup included: what
+    sizes a scale); a case's BenchError goes to the caller."""
     figures: list[Figure] = []
+    took: dict[str, float] = {}
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -47,9 +50,11 @@ def run_cases(
                 step=_stepper(progress, task, case.name),
             )
             ctx.workdir.mkdir()
+            start = time.perf_counter()
             try:
                 figures += case.load()(ctx)
             except BenchError as exc:
                 raise BenchError(f"case {case.name}: {exc}") from exc
+            took[case.name] = time.perf_counter() - start
             progress.advance(task)
-    return figures
+    return figures, took
