@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("watch", "Run the live sources and send their events to the bus."),
     "frag": ("frag", "Fragmentation of the empty cluster for a pod list."),
     "experiment": ("experiment", "Run the FGD paper's placement protocol on a trace."),
-    "bench": ("bench", "Time per node change in the fragmentation analysis."),
+    "bench": ("bench", "Time the pipeline beside same-run baselines; print ratios."),
     "nvml-sample": ("nvml_sample", "Sample this machine's GPUs through NVML; print JSON."),
     "dcgm-parse": ("dcgm_parse", "Print a saved dcgm-exporter page's GPU samples as JSON."),
     "inspect": ("inspect", "Analyse one snapshot of a cluster (kubectl JSON)."),
