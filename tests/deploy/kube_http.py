@@ -40,7 +40,7 @@ class Kube:
             with urllib.request.urlopen(request, context=self.tls, timeout=30) as r:
                 return r.status, json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+            return e.code, _body(e.read())
 
     def _discover(self, api_version: str) -> list[dict[str, Any]]:
         if api_version not in self._resources:
@@ -132,3 +132,14 @@ class Kube:
         )
         assert status == 201, f"SubjectAccessReview: {status} {body}"
         return bool(body["status"].get("allowed"))
+
+
+def _body(raw: bytes) -> dict[str, Any]:
+    """An error's body: the API's Status object, or its text where the server gave plain text
+    (a group not served yet answers "404 page not found", which `install_crds` polls through
+    while a CRD is being established: a CI run under load got there first and failed)."""
+    try:
+        parsed = json.loads(raw or b"{}")
+    except json.JSONDecodeError:
+        return {"message": raw.decode(errors="replace")}
+    return parsed if isinstance(parsed, dict) else {"message": parsed}

@@ -8,6 +8,7 @@ into the pipeline's operators, open ``quota_exhausted`` for the namespace naming
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -40,7 +41,7 @@ from tests.streams.pipeline_feed import feed
 pytestmark = pytest.mark.apiserver
 
 SCRIPT = Path(__file__).resolve().parents[3] / "deploy" / "local" / "apiserver.sh"
-CONTROLLERS_S = 60.0
+CONTROLLERS_S = 180.0
 """The Job controller's first tries come within a second of the Job; a busy 2-core machine,
 and the controller-manager's informers syncing first, can take many times that."""
 
@@ -83,6 +84,20 @@ def gpu_job(name: str, *, pods: int) -> V1Job:
     )
 
 
+async def until_quota_synced(core: CoreV1Api, namespace: str, name: str) -> None:
+    """Wait until the ResourceQuota controller has set the quota's status.hard."""
+    deadline = asyncio.get_running_loop().time() + CONTROLLERS_S
+    while True:
+        q = await core.read_namespaced_resource_quota(name, namespace)
+        if q.status is not None and (q.status.hard or {}).get("requests.nvidia.com/gpu"):
+            return
+        assert asyncio.get_running_loop().time() < deadline, (
+            f"the ResourceQuota controller did not take {namespace}/{name} within "
+            f"{CONTROLLERS_S} s: {q.status}"
+        )
+        await asyncio.sleep(0.5)
+
+
 def refusals(collector: Collector) -> list[SchedulingEvent]:
     return [
         e.payload
@@ -101,6 +116,14 @@ async def test_a_job_refused_by_its_namespace_quota_opens_quota_exhausted_naming
         spec=V1ResourceQuotaSpec(hard={"requests.nvidia.com/gpu": "2"}),
     )
     await core.create_namespaced_resource_quota(namespace, quota)
+    # Until the ResourceQuota controller has written the quota's status, admission refuses
+    # every GPU pod with "status unknown for quota", not "exceeded quota", and the Job
+    # controller backs off (10 s, then doubling). The ResourceQuota controller watches every
+    # resource, CRDs included, and holds its work until their informers sync: a CI run in
+    # which the chart tests were installing CRDs on the same server at that moment saw no
+    # refusal of the kind this test waits for within 60 s (the probable cause; its logs were
+    # gone). So the Job comes once the real controller has taken the quota.
+    await until_quota_synced(core, namespace, "gpu")
     collector, registry = Collector(), CollectorRegistry()
     settings = kube_settings(KubeResource.EVENTS, KubeResource.RESOURCE_QUOTAS, namespace=namespace)
     async with watching(client, settings, collector, registry):
