@@ -9,22 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIGURE_KEYS = {
-    "case",
-    "figure",
-    "median",
-    "min",
-    "max",
-    "runs",
-    "unit",
-    "baseline",
-    "baseline_median",
-    "ratio",
-    "target",
-    "met",
-    "params",
-    "note",
-}
+from tests.bench.figure_keys import FIGURE_KEYS
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:

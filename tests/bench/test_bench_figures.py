@@ -6,23 +6,7 @@ import pytest
 
 from streams.app.bench.figures import Figure, Goal, Samples, not_run
 from streams.app.bench.report import number
-
-KEYS = {
-    "case",
-    "figure",
-    "median",
-    "min",
-    "max",
-    "runs",
-    "unit",
-    "baseline",
-    "baseline_median",
-    "ratio",
-    "target",
-    "met",
-    "params",
-    "note",
-}
+from tests.bench.figure_keys import FIGURE_KEYS
 
 
 def test_samples_give_the_median_and_the_range_whatever_their_order() -> None:
@@ -126,7 +110,7 @@ def test_the_json_object_of_a_measured_figure() -> None:
         params={"rows": 10},
     )
     body = f.as_json()
-    assert set(body) == KEYS
+    assert set(body) == FIGURE_KEYS
     assert body["median"] == 80.0 and body["min"] == 70.0 and body["max"] == 90.0
     assert body["runs"] == 3 and body["baseline_median"] == 100.0
     assert body["ratio"] == 0.8 and body["met"] is True and body["target"] == ">= 0.8x baseline"
@@ -140,7 +124,7 @@ def test_a_figure_not_run_says_why_and_has_no_verdict() -> None:
         "no broker given",
         targets=(Goal(20_000, at_most=False),),
     ).as_json()
-    assert set(body) == KEYS
+    assert set(body) == FIGURE_KEYS
     assert body["median"] is None and body["runs"] == 0 and body["met"] is None
     assert body["note"] == "not run: no broker given"
     assert body["target"] == ">= 20000 events/s"
