@@ -16,12 +16,20 @@ device"), which a spool write raises as OSError too.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from connectors.clickhouse.dsn import StoreError, StoreLocation
 from connectors.clickhouse.store import Store
 
-__all__ = ["StoreFullError", "check_room", "disk_full_error", "is_disk_full", "spool_floor"]
+__all__ = [
+    "StoreFullError",
+    "check_room",
+    "disk_full_error",
+    "hold_merges",
+    "is_disk_full",
+    "spool_floor",
+]
 
 _MARKERS = (
     "(NOT_ENOUGH_SPACE)",
@@ -81,6 +89,26 @@ def check_room(store: Store, *, keep_free_mib: int) -> None:
         )
         full.add("free space there and run again")
         raise full
+
+
+def hold_merges(store: Store, *, wait_s: float = 30.0) -> None:
+    """Stop a chDB store's background merges and wait (at most ``wait_s``) for the running
+    ones to end, so the room the sink kept free is still there for the run's end row.
+
+    A merge writes its new part before it drops the parts it replaces, so one that runs after
+    the sink stopped can take the last MiB kept free: a re-run of a full-disk replay once
+    could not mark itself failed that way (a CI run; the parts of a 6 MiB store are about
+    1 MiB). A merge that fails for lack of room removes what it wrote, so once none runs the
+    room is back. Only a chDB engine, which lives in this process and ends with it, is
+    stopped; a server's merges belong to every client of that server."""
+    if store.location.kind != "chdb":
+        return
+    store.command("SYSTEM STOP MERGES")
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not store.query("SELECT 1 FROM system.merges LIMIT 1").rows:
+            return
+        time.sleep(0.05)
 
 
 def spool_floor(directory: Path, location: StoreLocation, *, keep_free_mib: int) -> int:

@@ -10,9 +10,11 @@ rather than a second error that would hide the first.
 from __future__ import annotations
 
 import asyncio
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from connectors.clickhouse.disk_full import hold_merges
 from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.store import Store
 from streams.app.lifecycle.runs import run_row
@@ -84,11 +86,16 @@ class RunRecord:
 
         ``merge``: collapse re-runs' duplicate keys now rather than some time later (a
         replay). With ``store_trouble`` (its disk is full, or it is not taking rows) the
-        merge, which needs room, is skipped, and a failure to write the row is returned as
+        engine's background merges are stopped first (see ``hold_merges``), the final merge,
+        which needs room, is skipped, and a failure to write the row is returned as
         the line that says so instead of raised."""
         if failure is not None:
             summary["error"] = f"{type(failure).__name__}: {failure}"
         try:
+            if store_trouble:
+                # best effort: a store that cannot stop its merges may still take the row
+                with suppress(StoreError):
+                    await asyncio.to_thread(hold_merges, self.store)
             await self._write(status, summary)
             if merge and not store_trouble:
                 for table in RUN_TABLES:

@@ -15,7 +15,8 @@ import pytest
 
 from connectors.clickhouse import Store
 from connectors.clickhouse.dead_letter import is_store_side_error
-from connectors.clickhouse.disk_full import StoreFullError, is_disk_full
+from connectors.clickhouse.disk_full import StoreFullError, hold_merges, is_disk_full
+from connectors.clickhouse.dsn import StoreError
 from connectors.clickhouse.rows import signal_row
 from connectors.clickhouse.spool import read_spool, spool_what_fits
 from tests.connectors.clickhouse import factories as f
@@ -118,3 +119,19 @@ def test_a_disk_that_fills_at_fsync_keeps_nothing_and_leaves_no_half_file(
     assert spool_what_fits(tmp_path / "spool", rows) == (None, 0)
     assert list((tmp_path / "spool").iterdir()) == []  # no hidden .tmp taking room
     assert read_spool(tmp_path / "spool") == ([], [])
+
+
+def test_held_merges_leave_the_parts_as_they_are(store: Store) -> None:
+    """What keeps the room the sink left free for the run's end row: once held, the engine
+    merges nothing, asked or not, so no merge can write a new part into that room."""
+    store.command("CREATE TABLE held (k Int32) ENGINE = MergeTree ORDER BY k")
+    hold_merges(store)
+    for k in range(3):
+        store.command(f"INSERT INTO held VALUES ({k})")
+    with pytest.raises(StoreError, match="ABORTED"):
+        store.command("OPTIMIZE TABLE held FINAL")
+    parts = "SELECT count() FROM system.parts WHERE table = 'held' AND active"
+    assert store.query(parts).rows == [(3,)]
+    store.command("SYSTEM START MERGES")  # what a new process's engine starts with
+    store.command("OPTIMIZE TABLE held FINAL")
+    assert store.query(parts).rows == [(1,)]
