@@ -134,19 +134,85 @@ def _shared_fragment(state: SharedState, typical: TypicalPods) -> NodeFragment:
     return NodeFragment(frag, round(idle))
 
 
+_Plan = tuple[tuple[float, int, int, int], ...]
+"""Per typical pod, in the measure's order: (freq, CPU milli, per-GPU milli, GPU count), with
+per-GPU milli -1 where the pod can never use the node's GPUs (CPU-only, MIG, HAMi, model)."""
+_Terms = tuple[tuple[int, float, float], ...]
+"""Per typical pod, in the measure's order: (CPU milli, its term when the node lacks that CPU,
+its term when the node has it)."""
+_NEVER = -1
+
+
+def _plan(typical: TypicalPods, model: str | None) -> _Plan:
+    out = []
+    for tp in typical.pods:
+        shape = tp.shape
+        never = shape.gpu_milli == 0 or shape.mig or shape.hami or not shape.accepts_model(model)
+        milli = _NEVER if never else shape.gpu_milli
+        out.append((tp.freq, shape.cpu_milli, milli, shape.gpu_count))
+    return tuple(out)
+
+
+def _terms(plan: _Plan, gpus: tuple[int, ...]) -> _Terms:
+    """Each typical pod's term of ``node_fragment`` for these free GPUs, with and without
+    the CPU it needs: the products ``node_fragment`` adds, computed the same way."""
+    idle = sum(gpus)
+    if idle == 0:
+        return ()
+    out = []
+    for freq, cpu, milli, count in plan:
+        whole = freq * idle
+        if milli == _NEVER:
+            out.append((cpu, whole, whole))
+            continue
+        fitting = 0
+        small = 0
+        for g in gpus:
+            if g >= milli:
+                fitting += 1
+            else:
+                small += g
+        out.append((cpu, whole, whole if fitting < count else freq * small))
+    return tuple(out)
+
+
 class FragMeasure:
-    """Memoised node fragments for one typical-pod distribution."""
+    """Memoised node fragments for one typical-pod distribution.
+
+    A milli-GPU node's fragment is ``node_fragment``'s, to the last bit: the same products
+    added in the same order. The products depend on the GPU model and free GPUs only, and are
+    kept per (model, free GPUs); each state then costs one pass of additions. On the bundled
+    trace's FGD run (seed 42) 22,000 distinct states share 4,200 such GPU sides.
+    """
 
     def __init__(self, typical: TypicalPods) -> None:
         self.typical = typical
         self._memo: dict[NodeState, float] = {}
+        self._plans: dict[str | None, _Plan] = {}
+        self._terms: dict[tuple[str | None, tuple[int, ...]], _Terms] = {}
 
     def frag_milli(self, state: NodeState) -> float:
         value = self._memo.get(state)
         if value is None:
-            value = node_fragment(state, self.typical).frag_milli
+            if len(state) == 3:
+                value = self._legacy(state)
+            else:
+                value = node_fragment(state, self.typical).frag_milli
             self._memo[state] = value
         return value
+
+    def _legacy(self, state: LegacyState) -> float:
+        model, cpu_free, gpus = state
+        terms = self._terms.get((model, gpus))
+        if terms is None:
+            plan = self._plans.get(model)
+            if plan is None:
+                plan = self._plans[model] = _plan(self.typical, model)
+            terms = self._terms[(model, gpus)] = _terms(plan, gpus)
+        frag = 0.0
+        for cpu, short, fits in terms:
+            frag += short if cpu_free < cpu else fits
+        return frag
 
     @property
     def distinct_states(self) -> int:

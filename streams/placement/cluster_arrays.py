@@ -53,6 +53,10 @@ class SimCluster:
         self.gpu_free: IntArray = np.zeros((n, width), dtype=np.int64)
         for i, spec in enumerate(nodes):
             self.gpu_free[i, : spec.gpu_count] = MILLI_PER_GPU
+        self.gpu_desc: IntArray = self.gpu_free.copy()
+        """Each node's free GPU shares sorted high to low (0 past its cards): a node has k
+        cards with room for m exactly when column k-1 is at least m, one compare per node
+        instead of a row sum over all cards in ``feasible``."""
         self.models: list[str | None] = [s.gpu_model for s in nodes]
         self.tie_rank: IntArray = (
             np.arange(n, dtype=np.int64) if tie_rank is None else np.asarray(tie_rank, np.int64)
@@ -101,8 +105,18 @@ class SimCluster:
         ok: BoolArray = (self.cpu_free >= shape.cpu_milli) & (self.mem_free >= pod.memory_mib)
         if shape.gpu_count > 0:
             ok &= self.model_mask(shape.gpu_models)
-            ok &= (self.gpu_free >= shape.gpu_milli).sum(axis=1) >= shape.gpu_count
+            ok &= self.gpus_fit(shape.gpu_milli, shape.gpu_count)
         return ok
+
+    def gpus_fit(self, milli: int, count: int) -> BoolArray:
+        """Nodes with at least ``count`` cards with ``milli`` free (the zero padding past a
+        node's cards counts as in ``(gpu_free >= milli).sum(axis=1) >= count``)."""
+        if count <= 0:
+            return np.ones(len(self.names), dtype=bool)
+        if count > self.gpu_desc.shape[1]:
+            return np.zeros(len(self.names), dtype=bool)
+        fit: BoolArray = self.gpu_desc[:, count - 1] >= milli
+        return fit
 
     def recompute_frag_milli(self) -> float:
         """The cluster fragment summed afresh, to check the running total against."""
@@ -155,6 +169,7 @@ class SimCluster:
             self._state_ids[state] = sid
             self.states.append(state)
         self.state_id[i] = sid
+        self.gpu_desc[i, : len(state[2])] = state[2]
         frag = self.measure.frag_milli(state)
         self.frag_milli += frag - float(self.node_frag[i])
         self.node_frag[i] = frag

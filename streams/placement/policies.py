@@ -115,7 +115,8 @@ class FgdPolicy:
 
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
-        self._scores: dict[PodShape, tuple[IntArray, int]] = {}
+        self._scores: dict[PodShape, tuple[IntArray, IntArray]] = {}
+        """Per shape: each node's score, and the step it was scored at (-1: never)."""
 
     def state_score(self, state: LegacyState, shape: PodShape) -> int:
         """Best score of a node state for a shape; -1 when the shape cannot go there."""
@@ -124,36 +125,45 @@ class FgdPolicy:
             return -1
         frag = self.cluster.measure.frag_milli
         before = frag(state)
+        milli = shape.gpu_milli
+        cpu_after = cpu - shape.cpu_milli
+        # ``gpus`` is sorted high to low and so is every state built here (``node_state``'s
+        # order), without its per-item int() that this loop ran 45,000 times a seed
         if shape.is_shared_gpu:
             best = -1
-            for left in sorted({g for g in gpus if g >= shape.gpu_milli}):
+            for left in set(gpus):
+                if left < milli:
+                    continue
                 after = list(gpus)
-                after[after.index(left)] = left - shape.gpu_milli
-                drop = before - frag(node_state(model, cpu - shape.cpu_milli, after))
-                best = max(best, _sigmoid_score(drop))
+                after[after.index(left)] = left - milli
+                after.sort(reverse=True)
+                best = max(best, _sigmoid_score(before - frag((model, cpu_after, tuple(after)))))
             return best
-        after_gpus = list(gpus)
+        # whole cards (or none) go to the cards with the least room that fit, as the device
+        # plugin's choice leaves them: the last ``need`` of the fitting cards, a prefix here
+        fitting = sum(1 for g in gpus if g >= milli)
         need = shape.gpu_count
-        for k in sorted(range(len(after_gpus)), key=lambda k: after_gpus[k]):
-            if need == 0:
-                break
-            if after_gpus[k] >= shape.gpu_milli:
-                after_gpus[k] -= shape.gpu_milli
-                need -= 1
-        if need:
+        if fitting < need:
             return -1
-        after_state = node_state(model, cpu - shape.cpu_milli, after_gpus)
-        return _sigmoid_score(before - frag(after_state))
+        after = list(gpus)
+        for k in range(fitting - need, fitting):
+            after[k] -= milli
+        after.sort(reverse=True)
+        return _sigmoid_score(before - frag((model, cpu_after, tuple(after))))
 
-    def node_scores(self, shape: PodShape) -> IntArray:
+    def node_scores(self, shape: PodShape, candidates: IntArray) -> IntArray:
+        """The shape's score on each candidate node, rescoring only candidates changed since.
+
+        Nodes that fail the filters are left alone: on the bundled trace's FGD run (seed 42)
+        only 22,000 of the 138,000 changed (node, shape) pairs are candidates when asked.
+        """
         c = self.cluster
         cached = self._scores.get(shape)
         if cached is None:
-            scores = np.full(len(c), -1, dtype=np.int64)
-            dirty = np.arange(len(c))
-        else:
-            scores, seen = cached
-            dirty = np.flatnonzero(c.changed_at > seen)
+            cached = (np.full(len(c), -1, np.int64), np.full(len(c), -1, np.int64))
+            self._scores[shape] = cached
+        scores, scored_at = cached
+        dirty = candidates[c.changed_at[candidates] > scored_at[candidates]]
         if len(dirty):
             sids, inverse = np.unique(c.state_id[dirty], return_inverse=True)
             values = np.fromiter(
@@ -162,12 +172,12 @@ class FgdPolicy:
                 count=len(sids),
             )
             scores[dirty] = values[inverse]
-        self._scores[shape] = (scores, c.step)
-        return scores
+            scored_at[dirty] = c.step
+        return scores[candidates]
 
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         c = self.cluster
-        scores = self.node_scores(pod.shape)[candidates]
+        scores = self.node_scores(pod.shape, candidates)
         node = _break_tie(c, candidates[scores == scores.max()])
         shape = pod.shape
         free = c.gpus_of(node)

@@ -58,8 +58,8 @@ def filter_reasons(cluster: SimCluster, pod: PodSpec) -> Counter[str]:
     reasons[REASON_CPU] = int((considered & (cluster.cpu_free < shape.cpu_milli)).sum())
     reasons[REASON_MEMORY] = int((considered & (cluster.mem_free < pod.memory_mib)).sum())
     if shape.gpu_count > 0:
-        fitting = (cluster.gpu_free >= shape.gpu_milli).sum(axis=1)
-        reasons[REASON_GPU] = int((considered & (fitting < shape.gpu_count)).sum())
+        fitting = cluster.gpus_fit(shape.gpu_milli, shape.gpu_count)
+        reasons[REASON_GPU] = int((considered & ~fitting).sum())
     return Counter({r: n for r, n in reasons.items() if n})
 
 

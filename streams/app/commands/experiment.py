@@ -17,6 +17,7 @@ from rich.table import Table
 
 from connectors.trace.bundled import bundled_nodes_path, bundled_pods_path
 from connectors.trace.published import PublishedCurve, PublishedResultsError, read_published
+from streams.app.commands.experiment_seeds import default_workers, seed_curves
 from streams.app.console.errors import user_errors
 from streams.app.console.options import JsonOption, NodesOption, PodsOption
 from streams.app.lifecycle.settings_load import load_settings
@@ -27,7 +28,6 @@ from streams.placement.experiment import (
     LEVELS,
     Curve,
     check_protocol_inputs,
-    run_experiment,
 )
 from streams.placement.policies import POLICIES
 
@@ -136,6 +136,15 @@ def experiment(
             "without it any such row stops the experiment before it starts."
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            help="Seeds run at once, one process each; default: the cores this process may "
+            "use. The result is the same for any count.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run the paper's protocol: shuffle, pad to 1.3x capacity, arrivals only, no departures.
@@ -171,25 +180,22 @@ def experiment(
                 raise PublishedResultsError(
                     f"{published}: {len(theirs.levels)} levels published, {len(LEVELS)} expected"
                 )
-        runs: list[Curve] = []
         check_protocol_inputs(
             pod_specs, capacity_milli=sum(n.gpu_count for n in node_specs) * 1000, ratio=ratio
         )
         err = Console(stderr=True)
         with Progress(console=err, transient=True, disable=not err.is_terminal) as progress:
             task = progress.add_task(f"{policy}: seeds", total=len(seed_list))
-            for seed in seed_list:
-                runs.append(
-                    run_experiment(
-                        node_specs,
-                        pod_specs,
-                        policy=policy,
-                        seeds=[seed],
-                        typical=typical,
-                        ratio=ratio,
-                    )
-                )
-                progress.advance(task)
+            runs = seed_curves(
+                node_specs,
+                pod_specs,
+                policy=policy,
+                seeds=seed_list,
+                typical=typical,
+                ratio=ratio,
+                workers=default_workers() if workers is None else workers,
+                done=lambda: progress.advance(task),
+            )
     curve = Curve.mean(runs)
     if as_json:
         out: dict[str, object] = {
