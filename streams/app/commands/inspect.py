@@ -68,7 +68,7 @@ def _samples(files: list[Path], settings: GpufragSettings, now: datetime) -> lis
 
 def _handed_over(pods: list[Pod]) -> Iterator[Pod]:
     """The pods in order, each dropped from the list as it is handed over: the analysis keeps
-    its own profile of each, and 20,000 Pods held beside them raised the peak by 20 MiB."""
+    its own profile of each, so 20,000 Pods need not be held beside the profiles at the peak."""
     pods.reverse()
     while pods:
         yield pods.pop()
