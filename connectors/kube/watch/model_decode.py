@@ -3,13 +3,12 @@
 
 The client's own path re-serialises each item (``orjson.dumps``, then the standard ``json.loads``),
 finds each field's class by regex and ``getattr`` on its models module, runs every model's
-``__init__`` and property setters, and parses each time stamp with dateutil (about 40 us each).
-For the bench's 2,000-node /
-20,000-pod snapshot that cost 4.0 s of CPU; this decoder takes 1.2 s for the same objects. Here each
-model class is planned once from its own ``openapi_types`` and ``attribute_map``, and an object is
-filled straight into its ``__dict__``: the same attributes, the same values and the same refusals
-(a required field missing is the setter's own ``ValueError``; an unparsable time stamp is the
-client's ``ApiException`` "Failed to parse ..."), checked in the same order. A class that checks
+``__init__`` and property setters, and parses each time stamp with dateutil (about 40 us each):
+4.0 s of CPU for the bench's 2,000-node / 20,000-pod snapshot, where this decoder takes 1.2 s.
+Here each model class is planned once from its own ``openapi_types`` and ``attribute_map``, and
+an object is filled straight into its ``__dict__``: the same attributes, the same values and the
+same refusals (a required field missing is the setter's own ``ValueError``; an unparsable time
+stamp is the client's ``ApiException`` "Failed to parse ..."), checked in the same order. A class that checks
 more than presence (a pattern on a field), or that picks a subclass by discriminator, is built
 by its own ``__init__`` instead; none that a pod, node, Event or ResourceQuota holds does.
 """
