@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from models import AnalysisSettings, GpuSample, GpuState, Node, Pod, TaskProfile
-from models.analysis import NearMiss
+from models.analysis import Explanation, NearMiss
 from models.cards import SharingMode
 from streams.cluster.view import ClusterView
 from streams.fragmentation.pending import explain_task
@@ -145,13 +145,15 @@ def _telemetry(
 
 def inspect_cluster(
     nodes: list[Node],
-    pods: list[Pod],
+    pods: Iterable[Pod],
     samples: Iterable[GpuSample],
     *,
     at: datetime,
     settings: AnalysisSettings,
     scheduler_messages: dict[str, str] | None = None,
 ) -> Inspection:
+    """The snapshot analysed. ``pods`` is read once, in order: an iterator that lets each pod
+    go once its profile is built keeps 20,000 Pods from outliving their profiles."""
     tasks = {p.key: task_profile(p, None, at=at) for p in pods}
     telemetry = _telemetry(samples, {t.uid: k for k, t in tasks.items() if t.uid}, at=at)
     view = ClusterView(settings=settings, typical=None)
@@ -170,8 +172,18 @@ def inspect_cluster(
     view.rebuild_typical(at)
     messages = scheduler_messages or {}
     pending = []
+    # One snapshot, one index: pods of one shape (a job's replicas, a gang) get one answer,
+    # worked out once. explain_task reads the index and only these fields of the task; the
+    # repr is the key because a request's MIG dict is not hashable (equal reprs: equal
+    # requests; unequal ones only cost a second search). 2,000 pending pods of 1,080 shapes,
+    # each searched against 2,000 nodes, were half of inspect's time.
+    answers: dict[tuple[object, ...], Explanation] = {}
     for key in sorted(view.pending):
-        out = explain_task(view.index, view.tasks[key], near_miss_nodes=3)
+        task = view.tasks[key]
+        shape = (repr(task.requests), task.gpu_models, task.tolerations)
+        out = answers.get(shape)
+        if out is None:
+            out = answers[shape] = explain_task(view.index, task, near_miss_nodes=3)
         pending.append(
             PendingView(
                 pod=key,
