@@ -94,6 +94,9 @@ class CapacityIndex:
         self.names: list[str | None] = []
         self._free_slots: list[int] = []
         self._used = 0  # rows ever handed out; rows beyond it are spare capacity
+        self.version = 0
+        """Moves on every node change: what is derived from the free capacity (the pending
+        explanations' per-class masks, ``request_class``) is kept for one version."""
         self.width = 1
         self.active: BoolArray = np.zeros(0, dtype=bool)
         self.cpu_free: IntArray = np.zeros(0, dtype=np.int64)
@@ -203,6 +206,7 @@ class CapacityIndex:
             self._grow(len(self.names), slots)
             self._forget_totals(i)
         self._blocked.clear()
+        self.version += 1
         self.active[i] = True
         self.cpu_free[i] = profile.cpu_milli_free
         self.mem_free[i] = profile.memory_mib_free
@@ -272,6 +276,7 @@ class CapacityIndex:
             return
         self._forget_totals(i)
         self._blocked.clear()
+        self.version += 1
         self.active[i] = False
         self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0
         self.gpu_free[i, :] = 0
