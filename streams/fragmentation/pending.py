@@ -26,6 +26,7 @@ from streams.fragmentation.request_class import (
     below,
     cache_of,
     class_key,
+    nearest,
 )
 
 __all__ = [
@@ -84,39 +85,22 @@ def _near_misses(
     """The ``k`` blocked nodes closest to fitting, by score then name."""
     if k == 0:
         return ()
-    cpu_short = index.cpu_free < req.cpu_milli
-    mem_short = index.mem_free < req.memory_mib
-    candidates = np.flatnonzero(index.active & (cls.block | cpu_short | mem_short))
-    if len(candidates) == 0:
-        return ()
-    miss_cpu = np.maximum(0, req.cpu_milli - index.cpu_free[candidates])
-    miss_mem = np.maximum(0, req.memory_mib - index.mem_free[candidates])
-    miss_gpu = cls.missing[candidates]
-    score = (
-        cls.hard[candidates]
-        + miss_cpu / max(1, req.cpu_milli)
-        + miss_mem / max(1, req.memory_mib)
-        + miss_gpu / max(1, req.gpu_count + sum(req.mig.values()))
-        # a card short only of memory is half a card closer than no card with room at all
-        - 0.5 * cls.reasons[BlockReason.GPU_MEMORY][candidates] / max(1, req.gpu_count)
-    )
-    rank = nodes.name_rank[candidates]
-    chosen = np.arange(len(candidates))
-    if len(candidates) > k:  # only those at or below the k-th score can be among the k
-        chosen = np.flatnonzero(score <= np.partition(score, k - 1)[k - 1])
-    order = chosen[np.lexsort((rank[chosen], score[chosen]))][:k].tolist()
+    rows, _ = nearest(index, req, cls, nodes.name_rank, k)
     out = []
-    for j in order:
-        i = int(candidates[j])
-        shorts = {BlockReason.CPU: cpu_short[i], BlockReason.MEMORY: mem_short[i]}
+    for i in rows.tolist():
+        cpu_free, mem_free = int(index.cpu_free[i]), int(index.mem_free[i])
+        shorts = {
+            BlockReason.CPU: cpu_free < req.cpu_milli,
+            BlockReason.MEMORY: mem_free < req.memory_mib,
+        }
         reasons = tuple(r for r in ORDER if (shorts[r] if r in shorts else cls.reasons[r][i]))
         out.append(
             NearMiss(
                 node=index.names[i] or "",
                 reasons=reasons,
-                missing_cpu_milli=int(miss_cpu[j]),
-                missing_memory_mib=int(miss_mem[j]),
-                missing_gpus=int(miss_gpu[j]),
+                missing_cpu_milli=max(0, req.cpu_milli - cpu_free),
+                missing_memory_mib=max(0, req.memory_mib - mem_free),
+                missing_gpus=int(cls.missing[i]),
             )
         )
     return tuple(out)

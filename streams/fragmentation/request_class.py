@@ -105,17 +105,33 @@ class Nodes:
 
 
 @dataclass(frozen=True, slots=True)
+class Tier:
+    """Nodes whose near-miss score has the same part that does not depend on CPU and memory
+    (``base``): no node of the tier scores below it."""
+
+    base: float
+    rows: IntArray
+    open: bool
+    """The nodes no fixed reason blocks: near misses only where CPU or memory is short."""
+
+
+@dataclass(frozen=True, slots=True)
 class RequestClass:
     """One class's masks at one index state."""
 
     reasons: dict[BlockReason, BoolArray]
     """The fixed reasons' masks (active nodes only)."""
     counts: dict[BlockReason, int]
-    block: BoolArray
-    """Active nodes blocked by a fixed reason."""
     missing: IntArray
     hard: FloatArray
     """The near-miss score's count of hard reasons per node (as ``pending`` adds them)."""
+    per_gpu: FloatArray
+    """The score's missing devices term, ``missing / max(1, devices)``."""
+    memory_half: FloatArray
+    """The score's half card for a card short only of memory."""
+    tiers: tuple[Tier, ...]
+    """Every active node once, by ``base`` ascending: a near-miss search stops at the first
+    tier above the k-th score found."""
     gpu_fits_total: bool
     """The free GPU, summed over nodes, covers the class's devices and MIG instances."""
     open_cpu: list[int]
@@ -140,6 +156,9 @@ class RequestClass:
         hard = np.zeros(len(index.active))
         for r in HARD:
             hard += reasons[r]
+        # the terms as ``_near_misses`` adds them, element by element the same values
+        per_gpu = m.missing / max(1, req.gpu_count + sum(req.mig.values()))
+        memory_half = 0.5 * reasons[BlockReason.GPU_MEMORY] / max(1, req.gpu_count)
         open_rows = np.flatnonzero(index.active & ~block)
         order = np.argsort(index.cpu_free[open_rows], kind="stable")
         cpu = index.cpu_free[open_rows][order]
@@ -147,9 +166,11 @@ class RequestClass:
         return cls(
             reasons=reasons,
             counts={r: int(mask.sum()) for r, mask in reasons.items()},
-            block=block,
             missing=m.missing,
             hard=hard,
+            per_gpu=per_gpu,
+            memory_half=memory_half,
+            tiers=_tiers(index.active & block, hard + per_gpu - memory_half, open_rows),
             gpu_fits_total=mk.fits_total(index, free, [req]),
             open_cpu=cpu.tolist(),
             open_mem_best=best.tolist(),
@@ -159,6 +180,66 @@ class RequestClass:
         """An active node no fixed reason blocks, with the CPU and the memory."""
         j = bisect_left(self.open_cpu, cpu_milli)
         return j < len(self.open_cpu) and self.open_mem_best[j] >= memory_mib
+
+
+def _tiers(blocked: BoolArray, base: FloatArray, open_rows: IntArray) -> tuple[Tier, ...]:
+    rows = np.flatnonzero(blocked)
+    values, which = np.unique(base[rows], return_inverse=True)
+    tiers = [Tier(float(v), rows[which == j], False) for j, v in enumerate(values.tolist())]
+    if len(open_rows):
+        tiers.append(Tier(0.0, open_rows, True))
+    return tuple(sorted(tiers, key=lambda t: (t.base, not t.open)))
+
+
+SLACK = 1e-9
+"""A tier is skipped only when its base is above the k-th score by more than float rounding
+(the base is summed in another order than the score)."""
+
+
+def nearest(
+    index: CapacityIndex,
+    req: ResourceRequest,
+    cls: RequestClass,
+    rank: IntArray,
+    k: int,
+) -> tuple[IntArray, FloatArray]:
+    """The rows of the ``k`` blocked nodes with the lowest near-miss scores (ties by name),
+    in order, and their scores: the tiers in order until the next one cannot do better."""
+    cpu, mem = req.cpu_milli, req.memory_mib
+    found_rows: list[IntArray] = []
+    found_scores: list[FloatArray] = []
+    kth = np.inf
+    held = 0
+    for tier in cls.tiers:
+        if held >= k and tier.base - SLACK > kth:
+            break
+        rows = tier.rows
+        if tier.open:
+            rows = rows[(index.cpu_free[rows] < cpu) | (index.mem_free[rows] < mem)]
+            if not len(rows):
+                continue
+        score = (
+            cls.hard[rows]
+            + np.maximum(0, cpu - index.cpu_free[rows]) / max(1, cpu)
+            + np.maximum(0, mem - index.mem_free[rows]) / max(1, mem)
+            + cls.per_gpu[rows]
+            - cls.memory_half[rows]
+        )
+        found_rows.append(rows)
+        found_scores.append(score)
+        held += len(rows)
+        if held >= k:
+            every = np.concatenate(found_scores) if len(found_scores) > 1 else score
+            kth = float(np.partition(every, k - 1)[k - 1])
+    if not held:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    rows = np.concatenate(found_rows)
+    scores = np.concatenate(found_scores)
+    if held > k:  # only those at or below the k-th score can be among the k
+        keep = scores <= kth
+        rows, scores = rows[keep], scores[keep]
+    order = np.lexsort((rank[rows], scores))[:k]
+    return rows[order], scores[order]
 
 
 class ExplainCache:
