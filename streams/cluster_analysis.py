@@ -91,6 +91,12 @@ class ClusterAnalysis:
         # called for it: a replay calls the hooks 460,000 times, most of them the base's no-op.
         self._hearing = {h: [d for d in self.detectors if _hears(d, h)] for h in HOOKS}
         self._timed = [d for d in self.detectors if _overrides(d, "next_due")]
+        self._counted = [d for d in self.detectors if _overrides(d, "counts")]
+        self._figured = [d for d in self.detectors if _overrides(d, "figures")]
+        self._gpus_key: object = None
+        self._gpus: tuple[GroupGpus, ...] = ()
+        self._due: tuple[datetime | None] | None = None
+        """``next_due`` until the next change: a release asks twice per instant."""
         self._unplaceable = next(
             (e for d in self.detectors if (e := d.explainer()) is not None), None
         )
@@ -133,7 +139,7 @@ class ClusterAnalysis:
             "stranded_nodes": 0,
             "stranded_gpu_milli": 0,
         }
-        for d in self.detectors:
+        for d in self._counted:
             counts.update(d.counts())
         return ClusterFragmentation(
             nodes=len(ix),
@@ -154,8 +160,26 @@ class ClusterAnalysis:
         """The figures by pool and model, block reason and signal kind: running totals of the
         index, the book and the detectors, so a report costs no pass over the nodes."""
         figures: dict[tuple[str, ...], float] = {}
-        for d in self.detectors:
+        for d in self._figured:
             figures.update(d.figures())
+        stranded_by = tuple(
+            sorted((k, int(v)) for k, v in figures.items() if k[0] == "stranded_milli")
+        )
+        key = (self.view.index.version, stranded_by)
+        if key != self._gpus_key:  # the groups' totals move only with a node's change
+            self._gpus_key, self._gpus = key, self._group_gpus(figures)
+        reasons = sorted((k[1], int(v)) for k, v in figures.items() if k[0] == "unplaceable")
+        signals = sorted((kind, sev, n) for (kind, sev), n in self.book.tally.items())
+        return ClusterBreakdown(
+            gpus=self._gpus,
+            unplaceable=tuple(reasons),
+            signals_open=tuple(signals),
+            oom_storms_open=int(figures.get(("oom_storms",), 0)),
+            oom_storm_kills=int(figures.get(("oom_storm_kills",), 0)),
+            idle_whole_gpus=self.view.index.whole_idle_cards,
+        )
+
+    def _group_gpus(self, figures: Mapping[tuple[str, ...], float]) -> tuple[GroupGpus, ...]:
         gpus = []
         for (pool, model), t in sorted(self.view.index.groups.items()):
             stranded = int(figures.get(("stranded_milli", pool, model), 0))
@@ -169,20 +193,12 @@ class ClusterAnalysis:
                     unhealthy=float(t.unhealthy),
                 )
             )
-        reasons = sorted((k[1], int(v)) for k, v in figures.items() if k[0] == "unplaceable")
-        signals = sorted((kind, sev, n) for (kind, sev), n in self.book.tally.items())
-        return ClusterBreakdown(
-            gpus=tuple(gpus),
-            unplaceable=tuple(reasons),
-            signals_open=tuple(signals),
-            oom_storms_open=int(figures.get(("oom_storms",), 0)),
-            oom_storm_kills=int(figures.get(("oom_storm_kills",), 0)),
-            idle_whole_gpus=self.view.index.whole_idle_cards,
-        )
+        return tuple(gpus)
 
     # --- the operator ------------------------------------------------------------------------
 
     def apply(self, item: ProfileUpdate) -> list[Signal]:
+        self._due = None
         view = self.view
         view.see(item.at)
         if isinstance(item, NodeProfileUpdate):
@@ -206,6 +222,7 @@ class ClusterAnalysis:
         return out
 
     def advance(self, event_time: datetime) -> list[Signal]:
+        self._due = None
         view = self.view
         if view.now is not None and event_time < view.now:
             # late input never moves the clock back, but its changes are still checked now
@@ -220,12 +237,18 @@ class ClusterAnalysis:
         return out
 
     def next_due(self) -> datetime | None:
+        if self._due is None:
+            self._due = (self._next_due(),)
+        return self._due[0]
+
+    def _next_due(self) -> datetime | None:
         dues = [self.view.typical_next_due(), *(d.next_due() for d in self._timed)]
         present = [d for d in dues if d is not None]
         return min(present) if present else None
 
     def flush(self) -> list[Signal]:
         """Evaluate whatever is outstanding now, e.g. at the end of a replay."""
+        self._due = None
         now = self.view.now
         if now is None:
             return []
@@ -239,6 +262,7 @@ class ClusterAnalysis:
         explanations of this instant: kept there, a verdict joined later (``take_joined``)
         rewrites the row with the reasons still on it."""
         if self._unplaceable is not None and no_fixes:
+            self._due = None
             self._unplaceable.note_no_fixes(no_fixes)
 
     def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
@@ -301,6 +325,7 @@ class ClusterAnalysis:
         ``snapshot`` (a host that never restores, the embedded runner, has them kept for
         nothing)."""
         self.view.tracking = self.book.tracking = True
+        self._due = None
         raw_clock = entries.get(CLOCK)
         if raw_clock is None:
             return
@@ -330,6 +355,7 @@ class ClusterAnalysis:
         self.book.open = opened
         self.view.dirty.clear()
         self.book.dirty.clear()
+        self._due = None
 
     def _clock_state(self) -> dict[str, object]:
         state: dict[str, object] = {"view": self.view.clock_state()}
