@@ -97,6 +97,8 @@ class CapacityIndex:
         self.version = 0
         """Moves on every node change: what is derived from the free capacity (the pending
         explanations' per-class masks, ``request_class``) is kept for one version."""
+        self.names_version = 0
+        """Moves when a node comes or goes (its row's name changes)."""
         self.width = 1
         self.active: BoolArray = np.zeros(0, dtype=bool)
         self.cpu_free: IntArray = np.zeros(0, dtype=np.int64)
@@ -205,6 +207,7 @@ class CapacityIndex:
             self._grow(rows if i < rows else rows * 3 // 2 + 8, slots)
             self.slot[profile.name] = i
             self.names[i] = profile.name
+            self.names_version += 1
         else:
             self._grow(len(self.names), slots)
             self._forget_totals(i)
@@ -280,6 +283,7 @@ class CapacityIndex:
         self._forget_totals(i)
         self._blocked.clear()
         self.version += 1
+        self.names_version += 1
         del self.states[i]
         self.active[i] = False
         self.cpu_free[i] = self.mem_free[i] = self.cpu_alloc[i] = self.mem_alloc[i] = 0

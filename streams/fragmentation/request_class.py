@@ -90,17 +90,13 @@ class Nodes:
         active = index.active
         cpu = index.cpu_free[active]
         mem = index.mem_free[active]
-        rows = np.flatnonzero(active)
-        names = [index.names[i] or "" for i in rows.tolist()]
-        rank = np.full(len(active), len(active), dtype=np.int64)
-        rank[rows[sorted(range(len(names)), key=names.__getitem__)]] = np.arange(len(rows))
         return cls(
             checked=int(active.sum()),
             cpu_sorted=np.sort(cpu).tolist(),
             mem_sorted=np.sort(mem).tolist(),
             cpu_total=int(cpu.sum()),
             mem_total=int(mem.sum()),
-            name_rank=rank,
+            name_rank=_name_rank(index),
         )
 
 
@@ -278,6 +274,22 @@ def below(sorted_values: list[int], bound: int) -> int:
 
 
 _CACHES: WeakKeyDictionary[CapacityIndex, ExplainCache] = WeakKeyDictionary()
+_RANKS: WeakKeyDictionary[CapacityIndex, tuple[int, IntArray]] = WeakKeyDictionary()
+
+
+def _name_rank(index: CapacityIndex) -> IntArray:
+    """Each row's place by node name, kept until a node comes or goes (sorting the names
+    of 10,000 nodes on every capacity change would cost more than the explanations)."""
+    kept = _RANKS.get(index)
+    if kept is not None and kept[0] == index.names_version and len(kept[1]) == len(index.active):
+        return kept[1]
+    active = index.active
+    rows = np.flatnonzero(active)
+    names = [index.names[i] or "" for i in rows.tolist()]
+    rank = np.full(len(active), len(active), dtype=np.int64)
+    rank[rows[sorted(range(len(names)), key=names.__getitem__)]] = np.arange(len(rows))
+    _RANKS[index] = (index.names_version, rank)
+    return rank
 
 
 def cache_of(index: CapacityIndex) -> ExplainCache:
