@@ -54,6 +54,17 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """A restored queue object's time: objects carry none, and ``see`` never moves time back."""
 
 
+HOOKS = ("on_node", "on_queue", "on_refusal", "on_task", "advance", "flush", "on_typical")
+
+
+def _overrides(d: Detector[Any], name: str) -> bool:
+    return getattr(type(d), name) is not getattr(Detector, name)
+
+
+def _hears(d: Detector[Any], hook: str) -> bool:
+    return _overrides(d, hook) or _overrides(d, "on_signals")
+
+
 class ClusterAnalysis:
     """State entries: ``n/<node>`` and ``t/<pod>`` (the profiles it holds), ``q/<queue>`` (the
     quota and queue objects), ``o/<fingerprint>``
@@ -76,6 +87,16 @@ class ClusterAnalysis:
             kinds = [kind for _, kind in DETECTORS.items()]
         built = (kind.build(self.view, self.book, settings) for kind in kinds)
         self.detectors: list[Detector[Any]] = [d for d in built if d is not None]
+        # Only the detectors that override a hook (or hear other detectors' signals) are
+        # called for it: a replay calls the hooks 460,000 times, most of them the base's no-op.
+        self._hearing = {h: [d for d in self.detectors if _hears(d, h)] for h in HOOKS}
+        self._timed = [d for d in self.detectors if _overrides(d, "next_due")]
+        self._counted = [d for d in self.detectors if _overrides(d, "counts")]
+        self._figured = [d for d in self.detectors if _overrides(d, "figures")]
+        self._gpus_key: object = None
+        self._gpus: tuple[GroupGpus, ...] = ()
+        self._due: tuple[datetime | None] | None = None
+        """``next_due`` until the next change: a release asks twice per instant."""
         self._unplaceable = next(
             (e for d in self.detectors if (e := d.explainer()) is not None), None
         )
@@ -118,7 +139,7 @@ class ClusterAnalysis:
             "stranded_nodes": 0,
             "stranded_gpu_milli": 0,
         }
-        for d in self.detectors:
+        for d in self._counted:
             counts.update(d.counts())
         return ClusterFragmentation(
             nodes=len(ix),
@@ -139,8 +160,26 @@ class ClusterAnalysis:
         """The figures by pool and model, block reason and signal kind: running totals of the
         index, the book and the detectors, so a report costs no pass over the nodes."""
         figures: dict[tuple[str, ...], float] = {}
-        for d in self.detectors:
+        for d in self._figured:
             figures.update(d.figures())
+        stranded_by = tuple(
+            sorted((k, int(v)) for k, v in figures.items() if k[0] == "stranded_milli")
+        )
+        key = (self.view.index.version, stranded_by)
+        if key != self._gpus_key:  # the groups' totals move only with a node's change
+            self._gpus_key, self._gpus = key, self._group_gpus(figures)
+        reasons = sorted((k[1], int(v)) for k, v in figures.items() if k[0] == "unplaceable")
+        signals = sorted((kind, sev, n) for (kind, sev), n in self.book.tally.items())
+        return ClusterBreakdown(
+            gpus=self._gpus,
+            unplaceable=tuple(reasons),
+            signals_open=tuple(signals),
+            oom_storms_open=int(figures.get(("oom_storms",), 0)),
+            oom_storm_kills=int(figures.get(("oom_storm_kills",), 0)),
+            idle_whole_gpus=self.view.index.whole_idle_cards,
+        )
+
+    def _group_gpus(self, figures: Mapping[tuple[str, ...], float]) -> tuple[GroupGpus, ...]:
         gpus = []
         for (pool, model), t in sorted(self.view.index.groups.items()):
             stranded = int(figures.get(("stranded_milli", pool, model), 0))
@@ -154,42 +193,36 @@ class ClusterAnalysis:
                     unhealthy=float(t.unhealthy),
                 )
             )
-        reasons = sorted((k[1], int(v)) for k, v in figures.items() if k[0] == "unplaceable")
-        signals = sorted((kind, sev, n) for (kind, sev), n in self.book.tally.items())
-        return ClusterBreakdown(
-            gpus=tuple(gpus),
-            unplaceable=tuple(reasons),
-            signals_open=tuple(signals),
-            oom_storms_open=int(figures.get(("oom_storms",), 0)),
-            oom_storm_kills=int(figures.get(("oom_storm_kills",), 0)),
-            idle_whole_gpus=self.view.index.whole_idle_cards,
-        )
+        return tuple(gpus)
 
     # --- the operator ------------------------------------------------------------------------
 
     def apply(self, item: ProfileUpdate) -> list[Signal]:
+        self._due = None
         view = self.view
         view.see(item.at)
         if isinstance(item, NodeProfileUpdate):
             view.put_node(item.name, item.profile)
-            return self._each(lambda d: d.on_node(item.name))
+            return self._each("on_node", lambda d: d.on_node(item.name))
         if isinstance(item, QueueUpdate):
             view.put_queue(item.key, item.queue)
-            return self._each(lambda d: d.on_queue(item.key))
+            return self._each("on_queue", lambda d: d.on_queue(item.key))
         if isinstance(item, QuotaRefused):
-            return self._each(lambda d: d.on_refusal(item.event, item.at))
+            return self._each("on_refusal", lambda d: d.on_refusal(item.event, item.at))
         change = view.put_task(item.key, item.profile)
-        return self._each(lambda d: d.on_task(item.key, change))
+        return self._each("on_task", lambda d: d.on_task(item.key, change))
 
-    def _each(self, hook: Callable[[Detector[Any]], list[Signal]]) -> list[Signal]:
-        """Every detector hears the change, and what the detectors before it made of it."""
+    def _each(self, name: str, hook: Callable[[Detector[Any]], list[Signal]]) -> list[Signal]:
+        """Every detector hears the change, and what the detectors before it made of it (those
+        that override neither ``name`` nor ``on_signals`` would add nothing)."""
         out: list[Signal] = []
-        for d in self.detectors:
+        for d in self._hearing[name]:
             own = d.on_signals(out) if out else []
             out += own + hook(d)
         return out
 
     def advance(self, event_time: datetime) -> list[Signal]:
+        self._due = None
         view = self.view
         if view.now is not None and event_time < view.now:
             # late input never moves the clock back, but its changes are still checked now
@@ -199,30 +232,37 @@ class ClusterAnalysis:
         evaluations = self.evaluations
         if view.typical_due(event_time):
             out += self._rebuild_typical(event_time)
-        out += self._each(lambda d: d.advance(event_time))
+        out += self._each("advance", lambda d: d.advance(event_time))
         self._evaluated = self.evaluations != evaluations
         return out
 
     def next_due(self) -> datetime | None:
-        dues = [self.view.typical_next_due(), *(d.next_due() for d in self.detectors)]
+        if self._due is None:
+            self._due = (self._next_due(),)
+        return self._due[0]
+
+    def _next_due(self) -> datetime | None:
+        dues = [self.view.typical_next_due(), *(d.next_due() for d in self._timed)]
         present = [d for d in dues if d is not None]
         return min(present) if present else None
 
     def flush(self) -> list[Signal]:
         """Evaluate whatever is outstanding now, e.g. at the end of a replay."""
+        self._due = None
         now = self.view.now
         if now is None:
             return []
         out: list[Signal] = []
         if self.view.typical_dirty:
             out += self._rebuild_typical(now)
-        return out + self._each(lambda d: d.flush())
+        return out + self._each("flush", lambda d: d.flush())
 
     def note_no_fixes(self, no_fixes: Mapping[str, tuple[NoFix, ...]]) -> None:
         """Why the planners found no fix for these pods (or gangs, by scope), set on their
         explanations of this instant: kept there, a verdict joined later (``take_joined``)
         rewrites the row with the reasons still on it."""
         if self._unplaceable is not None and no_fixes:
+            self._due = None
             self._unplaceable.note_no_fixes(no_fixes)
 
     def report(self, at: datetime, *, explain: bool | None = None) -> InstantReport:
@@ -251,7 +291,7 @@ class ClusterAnalysis:
 
     def _rebuild_typical(self, at: datetime) -> list[Signal]:
         self.view.rebuild_typical(at)
-        return self._each(lambda d: d.on_typical())
+        return self._each("on_typical", lambda d: d.on_typical())
 
     # --- state -------------------------------------------------------------------------------
 
@@ -285,6 +325,7 @@ class ClusterAnalysis:
         ``snapshot`` (a host that never restores, the embedded runner, has them kept for
         nothing)."""
         self.view.tracking = self.book.tracking = True
+        self._due = None
         raw_clock = entries.get(CLOCK)
         if raw_clock is None:
             return
@@ -314,6 +355,7 @@ class ClusterAnalysis:
         self.book.open = opened
         self.view.dirty.clear()
         self.book.dirty.clear()
+        self._due = None
 
     def _clock_state(self) -> dict[str, object]:
         state: dict[str, object] = {"view": self.view.clock_state()}

@@ -11,6 +11,11 @@ from datetime import datetime
 
 from models import Scope, Severity, Signal, fingerprint_of
 
+FINGERPRINTS_KEPT = 65_536
+"""Fingerprints remembered (each a sha256): the stranded check asks for one per node change
+and per node at a typical-pods rebuild, the pending check one per pod that leaves the queue;
+past this many the memo starts over, so a long run's memory stays bounded."""
+
 
 class SignalBook:
     def __init__(self, *, clock: Callable[[], datetime | None]) -> None:
@@ -21,6 +26,17 @@ class SignalBook:
         self.dirty: set[str] = set()
         """Fingerprints opened or resolved since the last snapshot (when ``tracking``)."""
         self.tracking = False
+        self._fingerprints: dict[tuple[str, Scope, str], str] = {}
+
+    def fingerprint(self, kind: str, scope: Scope, scope_id: str) -> str:
+        """``fingerprint_of``, remembered: a replay asks for 45,000, mostly the same ones."""
+        key = (kind, scope, scope_id)
+        fp = self._fingerprints.get(key)
+        if fp is None:
+            if len(self._fingerprints) >= FINGERPRINTS_KEPT:
+                self._fingerprints.clear()
+            fp = self._fingerprints[key] = fingerprint_of(kind, scope, scope_id)
+        return fp
 
     @property
     def open(self) -> dict[str, Signal]:
@@ -54,7 +70,7 @@ class SignalBook:
         evidence: dict[str, object],
     ) -> list[Signal]:
         """Open the signal unless it is open already; returns what changed."""
-        fp = fingerprint_of(kind, scope, scope_id)
+        fp = self.fingerprint(kind, scope, scope_id)
         at = self._clock()
         if fp in self.open or at is None:
             return []
@@ -79,7 +95,7 @@ class SignalBook:
         return [sig]
 
     def resolved(self, kind: str, scope: Scope, scope_id: str) -> list[Signal]:
-        return self.resolve_fingerprint(fingerprint_of(kind, scope, scope_id))
+        return self.resolve_fingerprint(self.fingerprint(kind, scope, scope_id))
 
     def resolve_fingerprint(self, fp: str) -> list[Signal]:
         sig = self._open.pop(fp, None)
@@ -93,4 +109,4 @@ class SignalBook:
         return [sig.resolved(max(now, sig.opened_at))]
 
     def is_open(self, kind: str, scope: Scope, scope_id: str) -> bool:
-        return fingerprint_of(kind, scope, scope_id) in self.open
+        return self.fingerprint(kind, scope, scope_id) in self.open
