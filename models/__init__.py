@@ -9,7 +9,7 @@ from models.actuation import (
     UncordonNode,
     UntaintNode,
 )
-from models.base import Frozen, UtcDatetime, from_json, to_json
+from models.base import Frozen, UtcDatetime, from_json, to_json, trusted
 from models.events import (
     CLUSTER_KEY,
     SCHEMA_VERSION,
@@ -115,4 +115,5 @@ __all__ = [
     "from_json",
     "key_of",
     "to_json",
+    "trusted",
 ]

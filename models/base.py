@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from models.bounds import TIME_MAX, TIME_MIN
 
-__all__ = ["Frozen", "UtcDatetime", "from_json", "to_json"]
+__all__ = ["Frozen", "UtcDatetime", "from_json", "to_json", "trusted"]
 
 
 class Frozen(BaseModel):
@@ -54,6 +54,27 @@ def _dump(value: Any) -> bytes:
 def to_json(model: BaseModel) -> bytes:
     """Serialize for the bus; the bytes are canonical, so they can be hashed or deduplicated."""
     return _dump(model.model_dump(mode="json"))
+
+
+def trusted(cls: type[M], values: dict[str, Any]) -> M:
+    """A model of values that are valid already, without validating them again: for the hot
+    records built inside the pipeline from objects that were validated at the edge (a card's
+    state per GPU sample). ``values`` holds every field, in the model's field order, each of
+    the type validation would give (a float field's value a float, not an int), so the model
+    equals, and dumps to the same bytes as, ``cls.model_validate(values)``; its tests check
+    that on generated input. pydantic's ``model_construct`` does the same with defaults and
+    aliases handled, at about 4x the cost (0.38 s of the join's 1.1 s per 3,000 samples).
+    The dict is kept, not copied."""
+    fields = cls.__pydantic_fields__
+    if values.keys() != fields.keys():
+        wrong = sorted(set(fields) ^ set(values))
+        raise TypeError(f"{cls.__name__}: every field and no other must be given: {wrong}")
+    m = cls.__new__(cls)
+    object.__setattr__(m, "__dict__", values)
+    object.__setattr__(m, "__pydantic_fields_set__", set(values))
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 def from_json(cls: type[M], data: bytes | str) -> M:

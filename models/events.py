@@ -175,4 +175,6 @@ class Envelope(Frozen):
             event_time=stamped.event_time.isoformat(),
             source=source,
         )
-        return cls.model_validate({**dict(stamped), "id": derived})
+        # the rest was validated just above and a sha1 hex digest is a valid id: validating
+        # the whole envelope again was half of wrap's 1.27 s in a 22 s replay (50,660 calls)
+        return stamped.model_copy(update={"id": derived})

@@ -59,6 +59,10 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         """Scheduler verdicts that disagreed with gpufrag's explanation, by the scheduler's
         reason, since this operator was built: a host's metric, not state (a restored
         operator starts again at zero, and hosts count what it adds)."""
+        self._tally: Counter[tuple[str, ...]] | None = None
+        """``figures`` as last counted; None: an explanation or the pending set changed since.
+        Counted per report, the pass over 2,000 explanations was 6.8 of 9.2 s for 1,000
+        events of the ingest bench at 10,000 nodes; a GPU sample changes neither."""
 
     # --- hooks ---------------------------------------------------------------------------------
 
@@ -67,6 +71,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         return []
 
     def on_task(self, key: str, change: TaskChange) -> list[Signal]:
+        self._tally = None  # the pending set may have changed
         if change.pending_changed or change.verdict_changed:
             self.changed = True
         if change.verdict_changed:
@@ -102,19 +107,25 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         return self._evaluate(now) if self.changed and now is not None else []
 
     def counts(self) -> Mapping[str, int]:
-        pending = self.view.pending
-        unplaceable = sum(1 for k, e in self.explanations.items() if e.unplaceable and k in pending)
-        return {"unplaceable_pods": unplaceable}
+        return {"unplaceable_pods": sum(self._counted().values())}
 
     def figures(self) -> Mapping[tuple[str, ...], float]:
         """Each unplaceable pending pod under its most common blocking reason (the pods
         ``counts`` counts, so the reasons add up to ``unplaceable_pods``)."""
-        pending = self.view.pending
-        out: Counter[tuple[str, ...]] = Counter()
-        for k, e in self.explanations.items():
-            if e.unplaceable and k in pending:
-                out[("unplaceable", e.blocking[0][0].value if e.blocking else "none")] += 1
-        return out
+        return Counter(self._counted())
+
+    def _counted(self) -> Counter[tuple[str, ...]]:
+        if self._tally is None:
+            pending = self.view.pending
+            out: Counter[tuple[str, ...]] = Counter()
+            for k, e in self.explanations.items():
+                if e.unplaceable and k in pending:
+                    out[("unplaceable", e.blocking[0][0].value if e.blocking else "none")] += 1
+            self._tally = out
+        return self._tally
+
+    def rebuilt(self) -> None:
+        self._tally = None
 
     def clock_state(self) -> dict[str, object]:
         at = self.evaluated_at
@@ -139,6 +150,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
         self.evaluations += 1
         view = self.view
         self.explanations = {}
+        self._tally = None
         quotas = queue_view(view.queues, view.tally) if view.queues else None
         gangs: defaultdict[tuple[str, str], list[TaskProfile]] = defaultdict(list)
         for key in sorted(view.pending):
@@ -179,6 +191,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             exp = self.explanations.get(key)
             if exp is not None:
                 self.explanations[key] = replace(exp, no_fix=reasons)
+                self._tally = None
 
     def take_joined(self) -> dict[str, tuple[Explanation, TaskProfile]]:
         """The explanations completed by a late verdict since the last call, for the host's
@@ -201,6 +214,7 @@ class UnplaceablePending(Detector[UnplaceablePendingSettings]):
             return
         joined = self._beside(exp, task.scheduler, exp.evaluated_at, key=key)
         self.explanations[key] = joined
+        self._tally = None
         self.joined[key] = (joined, task)
         self._joined_since[key] = task.scheduler
 

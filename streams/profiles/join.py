@@ -8,32 +8,59 @@ the profile computed from scratch from the final objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from models import (
     GpuSample,
-    GpuState,
     Node,
     NodeEvent,
     NodeProfile,
     Pod,
     PodEvent,
-    PodPhase,
     QueueObject,
     SchedulerEvent,
     SchedulingEvent,
     TaskProfile,
 )
-from models.cards import SharingMode
-from streams.profiles.card_layout import LaidCard, lay_cards
-from streams.profiles.health import CardHealth, health_step
+from streams.profiles.health import health_step
 from streams.profiles.heard import heard, waits
-from streams.profiles.quiet import QuietRules, QuietRun, quiet_step
+from streams.profiles.node_profile import (
+    TERMINAL_PHASES,
+    CardKey,
+    CardRules,
+    GpuTelemetry,
+    NodeDerived,
+    card_telemetry,
+    derive,
+    holds_resources,
+    node_profile,
+    profile_of,
+)
+from streams.profiles.quiet import quiet_step
 from streams.profiles.system_oom import SystemOoms, system_oom_step
 
-TERMINAL_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+__all__ = [
+    "TERMINAL_PHASES",
+    "Binding",
+    "CardKey",
+    "CardRules",
+    "GpuTelemetry",
+    "NodeProfileUpdate",
+    "NodeState",
+    "PeakReport",
+    "ProfileUpdate",
+    "QueueUpdate",
+    "QuotaRefused",
+    "TaskProfileUpdate",
+    "card_telemetry",
+    "holds_resources",
+    "node_profile",
+    "node_step",
+    "task_profile",
+    "task_step",
+    "telemetry_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,26 +99,6 @@ class QuotaRefused:
 ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | QueueUpdate | QuotaRefused
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CardRules:
-    """What the join decides about a card from its readings over time, from the settings."""
-
-    recover_after_s: float
-    quiet: QuietRules
-
-
-@dataclass(frozen=True, slots=True)
-class GpuTelemetry:
-    memory_total_mib: float | None
-    memory_used_mib: float | None
-    last_xid: int | None
-    pods: tuple[tuple[str, float], ...] = ()
-    """(pod key, MiB) of each pod the reading names with its own figure: per-process memory
-    on a shared card, or the one pod of a card or MIG instance."""
-    health: CardHealth = field(default_factory=CardHealth)
-    quiet: QuietRun | None = None
-
-
 def telemetry_of(
     sample: GpuSample,
     prev: GpuTelemetry | None,
@@ -128,152 +135,6 @@ def telemetry_of(
 
 def _pod_key(namespace: str | None, pod: str) -> str:
     return pod if pod.startswith("uid:") else f"{namespace or 'default'}/{pod}"
-
-
-CardKey = tuple[int, int | None]
-"""(card index, MIG instance): each MIG instance reports its own memory, so keyed by the card
-alone the last instance read overwrote the others (9,216 of a card holding 40,960 MiB)."""
-
-
-def card_telemetry(telemetry: dict[CardKey, GpuTelemetry], index: int) -> GpuTelemetry | None:
-    """One card's figures: its own reading, or the sum over its MIG instances (a card
-    partitioned into instances has memory only in them)."""
-    whole = telemetry.get((index, None))
-    parts = [
-        t for (i, m), t in sorted(telemetry.items(), key=_order) if i == index and m is not None
-    ]
-    if not parts:
-        return whole
-    xids = [t.last_xid for t in parts if t.last_xid is not None]
-    pods: dict[str, float] = {}
-    for t in parts:
-        for key, mib in t.pods:
-            pods[key] = pods.get(key, 0.0) + mib
-    return GpuTelemetry(
-        memory_total_mib=_sum(t.memory_total_mib for t in parts),
-        memory_used_mib=_sum(t.memory_used_mib for t in parts),
-        last_xid=whole.last_xid if whole and whole.last_xid else (xids[-1] if xids else None),
-        pods=tuple(sorted(pods.items())),
-        health=next(
-            (t.health for t in ([whole] if whole else []) + parts if t.health.faulted),
-            whole.health if whole else CardHealth(),
-        ),
-        quiet=None,  # a card in MIG instances is shared: not one pod's to leave idle
-    )
-
-
-def _order(item: tuple[CardKey, GpuTelemetry]) -> tuple[int, int]:
-    (index, mig), _ = item
-    return index, -1 if mig is None else mig
-
-
-def _sum(values: Iterable[float | None]) -> float | None:
-    # unknown stays unknown: a sum over instances with one unread would understate the card
-    known = list(values)
-    return (
-        None
-        if not known or any(v is None for v in known)
-        else sum(v for v in known if v is not None)
-    )
-
-
-def _instances(telemetry: dict[CardKey, GpuTelemetry], index: int) -> dict[int, float]:
-    return {
-        m: t.memory_used_mib
-        for (i, m), t in sorted(telemetry.items(), key=_order)
-        if i == index and m is not None and t.memory_used_mib is not None
-    }
-
-
-def _numbered(
-    cards: tuple[LaidCard, ...], telemetry: dict[CardKey, GpuTelemetry]
-) -> list[LaidCard]:
-    """The cards under their physical indices. The node does not say which of its cards are
-    split into MIG instances, so the layout puts the whole ones first; readings of instances
-    say which cards are MIG, and when they name exactly as many cards as there are, those
-    indices go to the MIG cards and the rest, in order, to the whole ones."""
-    mig = [c for c in cards if c.mode is SharingMode.MIG]
-    whole = [c for c in cards if c.mode is not SharingMode.MIG]
-    seen = sorted({i for i, m in telemetry if m is not None})
-    if not mig or not whole or len(seen) != len(mig) or seen[-1] >= len(cards):
-        return list(cards)
-    rest = [i for i in range(len(cards)) if i not in seen]
-    out = [replace(c, index=i) for c, i in zip(whole, rest, strict=True)]
-    out += [replace(c, index=i) for c, i in zip(mig, seen, strict=True)]
-    return sorted(out, key=lambda c: c.index)
-
-
-def holds_resources(task: TaskProfile) -> bool:
-    """Bound and not finished: what the scheduler counts against a node."""
-    return task.node is not None and task.phase not in TERMINAL_PHASES
-
-
-def node_profile(
-    node: Node,
-    tasks: list[TaskProfile],
-    telemetry: dict[CardKey, GpuTelemetry],
-    *,
-    at: datetime,
-    system_ooms: SystemOoms | None = None,
-    rules: CardRules | None = None,
-) -> NodeProfile:
-    """A node's profile from its object, the tasks bound to it and its cards' telemetry."""
-    held = sorted((t for t in tasks if holds_resources(t)), key=lambda t: t.key)
-    bound = {t.key: t.bound_at for t in held if t.bound_at is not None}
-    layout = lay_cards(node, [(t.key, t.requests, t.gpu_indices) for t in held])
-    gpus = []
-    for card in _numbered(layout.cards, telemetry):
-        tel = card_telemetry(telemetry, card.index)
-        health = tel.health if tel else CardHealth()
-        quiet = _held_by(tel.quiet if tel else None, card.pods, bound, rules)
-        total = tel.memory_total_mib if tel and tel.memory_total_mib else card.memory_total_mib
-        gpus.append(
-            GpuState(
-                index=card.index,
-                milli_free=card.milli_free,
-                mode=card.mode,
-                units=card.units,
-                units_free=card.free,
-                mig_free={p: n for p, n in card.mig_free.items() if n},
-                mig_used={p: n for p, n in card.mig_used.items() if n},
-                memory_free_mib=card.memory_free_mib,
-                slots_free=card.slots_free if card.mode is SharingMode.HAMI else None,
-                pods=tuple(card.pods),
-                pod_memory_mib=dict(tel.pods) if tel else {},
-                memory_total_mib=total,
-                memory_used_mib=tel.memory_used_mib if tel else None,
-                instance_memory_used_mib=_instances(telemetry, card.index),
-                healthy=not health.faulted and not node.problems,
-                last_xid=tel.last_xid if tel else None,
-                fault=health.fault,
-                fault_code=health.code,
-                fault_since=health.since,
-                quiet_since=quiet.since if quiet else None,
-                quiet_held=bool(quiet and quiet.held),
-                quiet_peak_mib=quiet.peak_mib if quiet else None,
-                quiet_peak_activity_pct=round(quiet.peak_activity_pct, 1) if quiet else None,
-            )
-        )
-    return NodeProfile(
-        name=node.name,
-        gpu_model=node.gpu_model,
-        gpus=tuple(gpus),
-        cpu_milli_allocatable=node.cpu_milli,
-        cpu_milli_requested=sum(t.requests.cpu_milli for t in held),
-        memory_mib_allocatable=node.memory_mib,
-        memory_mib_requested=sum(t.requests.memory_mib for t in held),
-        labels=node.labels,
-        taints=node.taints,
-        pool=node.pool,
-        unschedulable=node.unschedulable,
-        problems=node.problems,
-        mig_device_profile=node.mig_device_profile,
-        gpu_shared_resource=node.gpu_shared_resource,
-        pods=tuple(t.key for t in held),
-        system_oom_count=system_ooms.count if system_ooms else 0,
-        last_system_oom=system_ooms.last_victim if system_ooms else None,
-        updated_at=at,
-    )
 
 
 def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> TaskProfile:
@@ -326,27 +187,13 @@ class NodeState:
     telemetry: dict[CardKey, GpuTelemetry] = field(default_factory=dict)
     profile: NodeProfile | None = None
     system_ooms: SystemOoms = field(default_factory=SystemOoms)
+    derived: NodeDerived | None = field(default=None, compare=False, repr=False)
+    """What the profile takes from the node and its bindings, and each card's state: dropped
+    when they change (``node_step``), never saved (rebuilt from the rest on first use)."""
 
     @property
     def empty(self) -> bool:
         return self.node is None and not self.bound and not self.telemetry
-
-
-def _held_by(
-    run: QuietRun | None,
-    pods: Iterable[str],
-    bound: dict[str, datetime],
-    rules: CardRules | None,
-) -> QuietRun | None:
-    """The card's quiet run as its holders' own: a pod bound to a card that was already quiet
-    has been quiet only since it was bound (it may still be loading), so the run counts from
-    the latest binding and is held once that much of it spans the window (without ``rules``,
-    not held then)."""
-    latest = max((bound[p] for p in pods if p in bound), default=None)
-    if run is None or latest is None or latest <= run.since:
-        return run
-    spans = (run.last_at - latest).total_seconds()
-    return replace(run, since=latest, held=rules is not None and spans >= rules.quiet.window_s)
 
 
 def _refresh(
@@ -357,14 +204,20 @@ def _refresh(
             return []
         st.profile = None
         return [NodeProfileUpdate(name, None, at)]
-    profile = node_profile(
+    derived = st.derived
+    fresh = derived is None
+    if derived is None:
+        derived = derive(st.node, st.bound.values(), st.telemetry)
+    profile = profile_of(
         st.node,
-        list(st.bound.values()),
+        derived,
         st.telemetry,
         at=at,
         system_ooms=st.system_ooms,
         rules=rules,
+        validate=fresh,
     )
+    st.derived = derived  # kept once its profile validated: a refused one is derived again
     old = st.profile
     if old is not None and old.model_copy(update={"updated_at": at}) == profile:
         return []
@@ -395,6 +248,7 @@ def node_step(
         st.system_ooms = counted
         return _refresh(name, st, at, rules), peaks
     if isinstance(item, NodeEvent):
+        st.derived = None
         if item.change == "delete":
             st.node = None
             st.telemetry.clear()
@@ -408,6 +262,7 @@ def node_step(
             st.node = item.node
         return _refresh(name, st, at, rules), peaks
     if isinstance(item, Binding):
+        st.derived = None
         if item.task is None:
             st.bound.pop(item.key, None)
         else:
@@ -417,6 +272,12 @@ def node_step(
     uids = {t.uid: key for key, t in st.bound.items() if t.uid}
     tel = telemetry_of(item, st.telemetry.get(card), uids, at=at, rules=rules)
     st.telemetry[card] = tel
+    derived = st.derived
+    if derived is not None:
+        if item.mig_instance is not None and item.gpu_index not in derived.mig_seen:
+            st.derived = None  # a card newly read as MIG instances: the numbering may move
+        else:
+            derived.gpus.pop(item.gpu_index, None)  # only this card's state changed
     peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
     return (_refresh(name, st, at, rules) if st.node is not None else []), peaks
 
