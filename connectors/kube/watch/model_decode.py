@@ -8,9 +8,10 @@ finds each field's class by regex and ``getattr`` on its models module, runs eve
 Here each model class is planned once from its own ``openapi_types`` and ``attribute_map``, and
 an object is filled straight into its ``__dict__``: the same attributes, the same values and the
 same refusals (a required field missing is the setter's own ``ValueError``; an unparsable time
-stamp is the client's ``ApiException`` "Failed to parse ..."), checked in the same order. A class that checks
-more than presence (a pattern on a field), or that picks a subclass by discriminator, is built
-by its own ``__init__`` instead; none that a pod, node, Event or ResourceQuota holds does.
+stamp is the client's ``ApiException`` "Failed to parse ..."), checked in the same order. A
+class that checks more than presence (a pattern on a field), or that picks a subclass by
+discriminator, is built by its own ``__init__`` instead; none that a pod, node, Event or
+ResourceQuota holds does.
 """
 
 from __future__ import annotations
