@@ -53,10 +53,12 @@ def json_text(value: BaseModel | Any) -> str:
 
 
 def utc(value: datetime, what: str) -> datetime:
+    if value.tzinfo is UTC:  # what the models hold: nothing to check or convert
+        return value
     # Same rule as the models: a naive time would be read in some local zone, silently.
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{what} must be a timezone-aware datetime, got naive {value!r}")
-    return value if value.tzinfo is UTC else value.astimezone(UTC)
+    return value.astimezone(UTC)
 
 
 EVENT_COLUMNS = (

@@ -92,6 +92,9 @@ class ClickHouseSink(SinkViews):
         self._tables: set[str] = set()
         """Table names already checked (a replay writes 47,000 times to seven tables)."""
         self._buffered = 0
+        self._metrics.track_buffered(lambda: self._buffered)
+        self._limit = settings.max_buffered_rows
+        self._cap = settings.batch_rows
         self._space = asyncio.Condition()
         self._origins: dict[Path, int] = {}
         self._spooled: Path | None = None
@@ -138,7 +141,10 @@ class ClickHouseSink(SinkViews):
         """``write`` for rows given as value tuples in the order of ``names`` (``row_values``):
         buffered as they are, and sent as columns."""
         self._check_table(table)
-        await self._put(table, names, rows)
+        if self._buffered + len(rows) <= self._limit:  # room for all (the usual case)
+            self._append(table, names, rows)
+        else:
+            await self._put(table, names, rows)
 
     async def flush(self) -> None:
         """Write every row buffered when called; while the store is down this keeps retrying,
@@ -213,7 +219,7 @@ class ClickHouseSink(SinkViews):
         self._check_running()
 
     async def _put(self, table: str, names: tuple[str, ...], rows: Sequence[Values]) -> None:
-        limit = self._settings.max_buffered_rows
+        limit = self._limit
         if self._buffered + len(rows) <= limit:  # room for all (the usual case): no wait
             self._append(table, names, rows)
             return
@@ -258,12 +264,10 @@ class ClickHouseSink(SinkViews):
             buffer.task = asyncio.create_task(
                 self._background(table, buffer), name=f"clickhouse-sink:{table}"
             )
-        cap = self._settings.batch_rows
-        buffer.add(names, rows, now=time.monotonic(), cap=cap, origin=origin)
+        buffer.add(names, rows, cap=self._cap, origin=origin)
         self._buffered += len(rows)
-        self._metrics.buffered.set(self._buffered)
         buffer.wake.set()
-        if self._full():
+        if self._buffered >= self._limit:
             # Writers now wait for room, and every table's writer must make it: rows spread
             # over several tables can each stay below batch_rows, and waiting for the flush
             # interval then stored max_buffered_rows per interval (10 rows a second: a stall).
@@ -271,11 +275,10 @@ class ClickHouseSink(SinkViews):
                 other.wake.set()
 
     def _full(self) -> bool:
-        return self._buffered >= self._settings.max_buffered_rows
+        return self._buffered >= self._limit
 
     async def _release(self, block: Block) -> None:
         self._buffered -= len(block.rows)
-        self._metrics.buffered.set(self._buffered)
         origin = block.origin
         if origin is not None:
             left = self._origins.get(origin, 0) - len(block.rows)

@@ -10,6 +10,7 @@ row (and a copy of each row's dict) cost as much as building the rows.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,27 +77,26 @@ class TableBuffer:
         names: tuple[str, ...],
         rows: Sequence[Values],
         *,
-        now: float,
         cap: int,
         origin: Path | None = None,
+        now: float | None = None,
     ) -> None:
         """Append ``rows`` to the open tail block while it has room, then to new blocks of at
-        most ``cap`` rows."""
+        most ``cap`` rows (``now``: their arrival time, the monotonic clock's by default)."""
+        n = len(rows)
+        self.count += n
+        self.appended += n
         tail = self.blocks[-1] if self.blocks else None
         start = 0
-        if (
-            tail is not None
-            and not tail.sealed
-            and tail.names == names
-            and tail.origin == origin
-            and len(tail.rows) < cap
-        ):
-            start = cap - len(tail.rows)
+        if tail is not None and not tail.sealed and tail.names == names and tail.origin == origin:
+            start = max(cap - len(tail.rows), 0)
+            if n <= start:  # the usual case: one row or a few, into the open block
+                tail.rows.extend(rows)
+                return
             tail.rows.extend(rows[:start])
-        for at in range(start, len(rows), cap):
-            self.blocks.append(Block(names, list(rows[at : at + cap]), now, origin))
-        self.count += len(rows)
-        self.appended += len(rows)
+        arrived = time.monotonic() if now is None else now
+        for at in range(start, n, cap):
+            self.blocks.append(Block(names, list(rows[at : at + cap]), arrived, origin))
 
     def take_head(self) -> Block | None:
         """The oldest block, sealed so no write adds to it while it is being written."""
