@@ -3,18 +3,31 @@
 Keys match the DDL in ``sql/migrations`` column for column, and every value is a pure function
 of the inputs (no clock, no random ids): a redelivered message gives the same row, which the
 ReplacingMergeTree keys collapse, so writes are idempotent without inventing ids here. JSON
-columns hold orjson output with sorted keys, so equal models give equal text.
+columns hold orjson output with sorted keys, so equal models give equal text. The hot tables
+(events, profiles, cluster reports) are built as value tuples in ``row_values``, which the
+embedded runner hands the sink as they are; their dict forms here are the same values.
 """
 
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
 import orjson
-from pydantic import BaseModel
 
+from connectors.clickhouse.row_values import (
+    CLUSTER_COLUMNS,
+    EPOCH,
+    EVENT_COLUMNS,
+    NODE_PROFILE_COLUMNS,
+    TASK_PROFILE_COLUMNS,
+    cluster_values,
+    event_values,
+    json_text,
+    node_profile_values,
+    task_profile_values,
+    utc,
+)
 from models import (
     Action,
     Envelope,
@@ -22,7 +35,6 @@ from models import (
     NodeProfile,
     Signal,
     TaskProfile,
-    to_json,
 )
 from models.analysis import ClusterFragmentation, Explanation
 from models.refusal import Refusal
@@ -46,23 +58,6 @@ __all__ = [
 
 Row = dict[str, object]
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-"""The "zero" of a non-Nullable DateTime64 column, used in rows of removed tasks."""
-
-
-def json_text(value: BaseModel | Any) -> str:
-    """Canonical JSON text (sorted keys) of a model or a plain JSON value."""
-    if isinstance(value, BaseModel):
-        return to_json(value).decode()
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def _utc(value: datetime, what: str) -> datetime:
-    # Same rule as the models: a naive time would be read in some local zone, silently.
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{what} must be a timezone-aware datetime, got naive {value!r}")
-    return value.astimezone(UTC)
-
 
 def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
@@ -74,17 +69,7 @@ def _flag(value: bool | None) -> int | None:
 
 def event_row(run_id: str, env: Envelope, *, ingested_at: datetime) -> Row:
     """One bus message for ``events``; ``ingested_at`` drives the table's 30-day TTL."""
-    return {
-        "run_id": run_id,
-        "id": env.id,
-        "kind": env.kind.value,
-        "key": env.key,
-        "event_time": env.event_time,
-        "source": env.source,
-        "schema_version": env.schema_version,
-        "payload": json_text(env.payload),
-        "ingested_at": _utc(ingested_at, "ingested_at"),
-    }
+    return dict(zip(EVENT_COLUMNS, event_values(run_id, env, ingested_at=ingested_at), strict=True))
 
 
 def gpu_sample_row(run_id: str, env: Envelope) -> Row:
@@ -125,44 +110,8 @@ def node_profile_row(
 ) -> Row:
     """A node profile snapshot; ``profile=None`` records the node's removal (removed=1, zero
     counters, NULL pool and model, profile JSON ``null``)."""
-    ts = _utc(at, "at")
-    if profile is None:
-        return {
-            "run_id": run_id,
-            "ts": ts,
-            "seq": seq,
-            "node": name,
-            "pool": None,
-            "gpu_model": None,
-            "gpus": 0,
-            "gpu_milli_free": 0,
-            "gpus_full_free": 0,
-            "cpu_milli_free": 0,
-            "memory_mib_free": 0,
-            "unschedulable": 0,
-            "pods": 0,
-            "removed": 1,
-            "profile": "null",
-        }
-    if profile.name != name:
-        raise ValueError(f"node_profile_row for {name!r} got the profile of {profile.name!r}")
-    return {
-        "run_id": run_id,
-        "ts": ts,
-        "seq": seq,
-        "node": name,
-        "pool": profile.pool,
-        "gpu_model": profile.gpu_model,
-        "gpus": len(profile.gpus),
-        "gpu_milli_free": profile.gpu_milli_free_total,
-        "gpus_full_free": profile.full_free_gpus,
-        "cpu_milli_free": profile.cpu_milli_free,
-        "memory_mib_free": profile.memory_mib_free,
-        "unschedulable": int(profile.unschedulable),
-        "pods": len(profile.pods),
-        "removed": 0,
-        "profile": json_text(profile),
-    }
+    values = node_profile_values(run_id, name, profile, at=at, seq=seq)
+    return dict(zip(NODE_PROFILE_COLUMNS, values, strict=True))
 
 
 def task_profile_row(
@@ -170,56 +119,8 @@ def task_profile_row(
 ) -> Row:
     """A task profile snapshot; ``profile=None`` records the pod's deletion (removed=1, zero
     counters, empty phase, created_at at the epoch, NULL elsewhere, profile JSON ``null``)."""
-    ts = _utc(at, "at")
-    namespace, sep, pod_name = key.partition("/")
-    if not sep or not namespace or not pod_name or "/" in pod_name:
-        raise ValueError(f"task key {key!r} is not 'namespace/name'")
-    if profile is None:
-        return {
-            "run_id": run_id,
-            "ts": ts,
-            "seq": seq,
-            "pod": key,
-            "namespace": namespace,
-            "queue": None,
-            "tenant": None,
-            "phase": "",
-            "node": None,
-            "cpu_milli": 0,
-            "memory_mib": 0,
-            "gpu_count": 0,
-            "gpu_milli": 0,
-            "created_at": EPOCH,
-            "bound_at": None,
-            "wait_s": None,
-            "oom_count": 0,
-            "removed": 1,
-            "profile": "null",
-        }
-    if profile.key != key:
-        raise ValueError(f"task_profile_row for {key!r} got the profile of {profile.key!r}")
-    requests = profile.requests
-    return {
-        "run_id": run_id,
-        "ts": ts,
-        "seq": seq,
-        "pod": key,
-        "namespace": namespace,
-        "queue": profile.queue,
-        "tenant": profile.tenant,
-        "phase": profile.phase.value,
-        "node": profile.node,
-        "cpu_milli": requests.cpu_milli,
-        "memory_mib": requests.memory_mib,
-        "gpu_count": requests.gpu_count,
-        "gpu_milli": requests.gpu_milli,
-        "created_at": profile.created_at,
-        "bound_at": profile.bound_at,
-        "wait_s": profile.wait_s,
-        "oom_count": profile.oom_count,
-        "removed": 0,
-        "profile": json_text(profile),
-    }
+    values = task_profile_values(run_id, key, profile, at=at, seq=seq)
+    return dict(zip(TASK_PROFILE_COLUMNS, values, strict=True))
 
 
 def signal_row(run_id: str, signal: Signal) -> Row:
@@ -377,23 +278,7 @@ def _scheduler_columns(exp: Explanation) -> Row:
 
 
 def cluster_row(run_id: str, snap: ClusterFragmentation, at: datetime) -> Row:
-    return {
-        "run_id": run_id,
-        "ts": at,
-        "nodes": snap.nodes,
-        "capacity_gpus": snap.capacity_gpus,
-        "idle_gpus": snap.idle_gpus,
-        "frag_gpus": snap.frag_gpus,
-        "frag_amount_pct": snap.frag_amount_pct,
-        "frag_ratio_pct": snap.frag_ratio_pct,
-        "alloc_pct": snap.alloc_pct,
-        "arrived_pct": snap.arrived_pct,
-        "typical_pods": snap.typical_pods,
-        "pending_pods": snap.pending_pods,
-        "unplaceable_pods": snap.unplaceable_pods,
-        "stranded_nodes": snap.stranded_nodes,
-        "stranded_gpus": snap.stranded_gpus,
-    }
+    return dict(zip(CLUSTER_COLUMNS, cluster_values(run_id, snap, at), strict=True))
 
 
 def refusal_row(refusal: Refusal) -> Row:
@@ -402,7 +287,7 @@ def refusal_row(refusal: Refusal) -> Row:
     key = f"{refusal.source}\x1f{refusal.reason}\x1f{refusal.detail}\x1f{refusal.raw}"
     return {
         "id": hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest(),
-        "ts": _utc(refusal.at, "at"),
+        "ts": utc(refusal.at, "at"),
         "target": f"source:{refusal.source}",
         "reason": f"{refusal.reason}: {refusal.detail}",
         "row": refusal.raw,

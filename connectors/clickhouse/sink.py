@@ -38,7 +38,6 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
 
 from prometheus_client import CollectorRegistry
 
@@ -54,8 +53,16 @@ from connectors.clickhouse.disk_full import (
     spool_floor,
 )
 from connectors.clickhouse.dsn import StoreError, check_identifier, default_spool_dir
-from connectors.clickhouse.sink_buffer import BufferedRow, Outage, Outages, TableBuffer
+from connectors.clickhouse.sink_buffer import (
+    Block,
+    Outage,
+    Outages,
+    TableBuffer,
+    Values,
+    blocks_of,
+)
 from connectors.clickhouse.sink_metrics import SinkMetrics
+from connectors.clickhouse.sink_views import SinkViews, State
 from connectors.clickhouse.spool import reload_spool, spool_rows
 from connectors.clickhouse.store import Store
 from models.settings import StoreSettings
@@ -64,10 +71,8 @@ __all__ = ["DEAD_LETTER_TABLE", "ClickHouseSink", "dead_letter_row", "is_store_s
 
 log = logging.getLogger(__name__)
 
-_State = Literal["new", "running", "stopping", "stopped"]
 
-
-class ClickHouseSink:
+class ClickHouseSink(SinkViews):
     """Async service writing row dicts to store tables; see the module docstring."""
 
     def __init__(
@@ -82,9 +87,14 @@ class ClickHouseSink:
         self._metrics = SinkMetrics(registry if registry is not None else CollectorRegistry())
         self._store: Store | None = None
         self._spool_dir: Path | None = None
-        self._state: _State = "new"
+        self._state: State = "new"
         self._buffers: dict[str, TableBuffer] = {}
+        self._tables: set[str] = set()
+        """Table names already checked (a replay writes 47,000 times to seven tables)."""
         self._buffered = 0
+        self._metrics.track_buffered(lambda: self._buffered)
+        self._limit = settings.max_buffered_rows
+        self._cap = settings.batch_rows
         self._space = asyncio.Condition()
         self._origins: dict[Path, int] = {}
         self._spooled: Path | None = None
@@ -98,69 +108,6 @@ class ClickHouseSink:
         self._insert_settings = {"min_free_disk_bytes_to_perform_insert": reserve}
         if not reserve:
             self._insert_settings.clear()
-
-    # -- read-only views (for tests and status pages) -----------------------------------------
-
-    @property
-    def buffered_rows(self) -> int:
-        """Rows accepted by write() and not yet stored or dead-lettered."""
-        return self._buffered
-
-    def buffered_for(self, table: str) -> int:
-        buffer = self._buffers.get(table)
-        return len(buffer.items) if buffer else 0
-
-    @property
-    def written_rows(self) -> dict[str, int]:
-        """Rows stored per table by this sink (a retried batch counts again)."""
-        return dict(self._metrics.by_table["written"])
-
-    @property
-    def dead_lettered_rows(self) -> dict[str, int]:
-        """Rows sent to the dead_letter table, per table they were meant for."""
-        return dict(self._metrics.by_table["dead_lettered"])
-
-    @property
-    def insert_errors(self) -> dict[str, int]:
-        return dict(self._metrics.by_table["insert_errors"])
-
-    @property
-    def retries(self) -> int:
-        return self._metrics.retried
-
-    @property
-    def spool_dir(self) -> Path | None:
-        """Where rows are spooled at stop (known once started)."""
-        return self._spool_dir
-
-    @property
-    def spooled_file(self) -> Path | None:
-        """The file stop() wrote its unwritten rows to, if it had to."""
-        return self._spooled
-
-    @property
-    def spooled_rows(self) -> int:
-        """Rows stop() kept in ``spooled_file``."""
-        return self._spooled_rows
-
-    @property
-    def fatal(self) -> StoreFullError | None:
-        """Why the sink stopped taking rows by itself (the store's disk is full), if it did."""
-        return self._fatal
-
-    @property
-    def running(self) -> bool:
-        return self._state == "running"
-
-    @property
-    def writable(self) -> bool:
-        """Running, with no table's writes being retried and the disk not full: a readiness
-        probe's answer for the store."""
-        return self.running and self._fatal is None and not self._outages.count
-
-    async def wait_for_outage(self) -> None:
-        """Return once some table's writes are being retried after a store-side failure."""
-        await self._outages.any.wait()
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -180,33 +127,24 @@ class ClickHouseSink:
         for spool in files:
             self._origins[spool.path] = len(spool.rows)
             for table, row in spool.rows:
-                self._append(table, [row], origin=spool.path)
+                self._append(table, tuple(row), [tuple(row.values())], origin=spool.path)
             log.info("re-sending %d spooled rows from %s", len(spool.rows), spool.path)
 
     async def write(self, table: str, rows: Sequence[Mapping[str, object]]) -> None:
         """Buffer rows for ``table``. Waits while ``max_buffered_rows`` are buffered (the store
         is down or slower than the writers), so memory stays bounded and nothing is dropped."""
-        try:
-            check_identifier(table, "table")
-        except StoreError as exc:
-            raise ValueError(exc.message) from None
-        self._check_running()
-        pending = [dict(row) for row in rows]
-        limit = self._settings.max_buffered_rows
-        while pending:
-            async with self._space:
-                self._check_running()
-                await self._space.wait_for(
-                    lambda: (
-                        self._buffered < limit
-                        or self._state != "running"
-                        or self._fatal is not None
-                    )
-                )
-                self._check_running()
-                take = pending[: limit - self._buffered]
-                pending = pending[len(take) :]
-                self._append(table, take)
+        self._check_table(table)
+        for names, values in blocks_of(rows):
+            await self._put(table, names, values)
+
+    async def write_rows(self, table: str, names: tuple[str, ...], rows: Sequence[Values]) -> None:
+        """``write`` for rows given as value tuples in the order of ``names`` (``row_values``):
+        buffered as they are, and sent as columns."""
+        self._check_table(table)
+        if self._buffered + len(rows) <= self._limit:  # room for all (the usual case)
+            self._append(table, names, rows)
+        else:
+            await self._put(table, names, rows)
 
     async def flush(self) -> None:
         """Write every row buffered when called; while the store is down this keeps retrying,
@@ -271,6 +209,36 @@ class ClickHouseSink:
 
     # -- buffering ----------------------------------------------------------------------------
 
+    def _check_table(self, table: str) -> None:
+        if table not in self._tables:
+            try:
+                check_identifier(table, "table")
+            except StoreError as exc:
+                raise ValueError(exc.message) from None
+            self._tables.add(table)
+        self._check_running()
+
+    async def _put(self, table: str, names: tuple[str, ...], rows: Sequence[Values]) -> None:
+        limit = self._limit
+        if self._buffered + len(rows) <= limit:  # room for all (the usual case): no wait
+            self._append(table, names, rows)
+            return
+        pending = rows
+        while pending:
+            async with self._space:
+                self._check_running()
+                await self._space.wait_for(
+                    lambda: (
+                        self._buffered < limit
+                        or self._state != "running"
+                        or self._fatal is not None
+                    )
+                )
+                self._check_running()
+                room = limit - self._buffered
+                take, pending = pending[:room], pending[room:]
+                self._append(table, names, take)
+
     def _check_running(self) -> None:
         if self._fatal is not None:
             raise self._fatal
@@ -282,7 +250,11 @@ class ClickHouseSink:
             )
 
     def _append(
-        self, table: str, rows: list[dict[str, object]], origin: Path | None = None
+        self,
+        table: str,
+        names: tuple[str, ...],
+        rows: Sequence[Values],
+        origin: Path | None = None,
     ) -> None:
         if not rows:
             return
@@ -292,13 +264,10 @@ class ClickHouseSink:
             buffer.task = asyncio.create_task(
                 self._background(table, buffer), name=f"clickhouse-sink:{table}"
             )
-        now = time.monotonic()
-        buffer.items.extend(BufferedRow(row=row, arrived=now, origin=origin) for row in rows)
-        buffer.appended += len(rows)
+        buffer.add(names, rows, cap=self._cap, origin=origin)
         self._buffered += len(rows)
-        self._metrics.buffered.set(self._buffered)
         buffer.wake.set()
-        if self._full():
+        if self._buffered >= self._limit:
             # Writers now wait for room, and every table's writer must make it: rows spread
             # over several tables can each stay below batch_rows, and waiting for the flush
             # interval then stored max_buffered_rows per interval (10 rows a second: a stall).
@@ -306,21 +275,19 @@ class ClickHouseSink:
                 other.wake.set()
 
     def _full(self) -> bool:
-        return self._buffered >= self._settings.max_buffered_rows
+        return self._buffered >= self._limit
 
-    async def _release(self, taken: list[BufferedRow]) -> None:
-        self._buffered -= len(taken)
-        self._metrics.buffered.set(self._buffered)
-        for item in taken:
-            if item.origin is None:
-                continue
-            left = self._origins.get(item.origin, 0) - 1
+    async def _release(self, block: Block) -> None:
+        self._buffered -= len(block.rows)
+        origin = block.origin
+        if origin is not None:
+            left = self._origins.get(origin, 0) - len(block.rows)
             if left > 0:
-                self._origins[item.origin] = left
-                continue
-            self._origins.pop(item.origin, None)
-            await asyncio.to_thread(item.origin.unlink, missing_ok=True)
-            log.info("spooled rows of %s are all written; removed it", item.origin)
+                self._origins[origin] = left
+            else:
+                self._origins.pop(origin, None)
+                await asyncio.to_thread(origin.unlink, missing_ok=True)
+                log.info("spooled rows of %s are all written; removed it", origin)
         async with self._space:
             self._space.notify_all()
 
@@ -331,11 +298,11 @@ class ClickHouseSink:
         interval = self._settings.flush_interval_s
         while True:
             buffer.wake.clear()
-            if not buffer.items:
+            if not buffer.blocks:
                 await buffer.wake.wait()
                 continue
-            wait = buffer.items[0].arrived + interval - time.monotonic()
-            if len(buffer.items) < batch_rows and wait > 0 and not self._full():
+            wait = buffer.blocks[0].arrived + interval - time.monotonic()
+            if buffer.count < batch_rows and wait > 0 and not self._full():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(buffer.wake.wait(), wait)
                 continue
@@ -349,20 +316,19 @@ class ClickHouseSink:
 
     async def _flush_table(self, table: str, buffer: TableBuffer) -> None:
         target = buffer.appended
-        while buffer.done < target and buffer.items:
+        while buffer.done < target and buffer.blocks:
             if self._fatal is not None:
                 raise self._fatal
             await self._write_head(table, buffer)
 
     async def _write_head(self, table: str, buffer: TableBuffer) -> None:
         async with buffer.lock:
-            if not buffer.items:
+            head = buffer.take_head()
+            if head is None:
                 return
-            taken = buffer.items[: self._settings.batch_rows]
-            await self._deliver(table, [item.row for item in taken])
-            del buffer.items[: len(taken)]
-            buffer.done += len(taken)
-            await self._release(taken)
+            await self._deliver(table, head.names, head.rows)
+            buffer.drop_head(head)
+            await self._release(head)
 
     async def _cancel_writers(self) -> None:
         tasks = [b.task for b in self._buffers.values() if b.task is not None]
@@ -371,10 +337,12 @@ class ClickHouseSink:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _spool_remaining(self) -> None:
-        remaining = [
-            (table, item) for table, buffer in self._buffers.items() for item in buffer.items
+        rows = [
+            (table, row)
+            for table, buffer in self._buffers.items()
+            for block in buffer.blocks
+            for row in block.dicts()
         ]
-        rows = [(table, item.row) for table, item in remaining]
         if rows:
             assert self._spool_dir is not None
             await self._spool(self._spool_dir, rows)
@@ -404,16 +372,16 @@ class ClickHouseSink:
             raise RuntimeError("the sink has no open store")
         return self._store
 
-    async def _deliver(self, table: str, rows: list[dict[str, object]]) -> None:
+    async def _deliver(self, table: str, names: tuple[str, ...], rows: list[Values]) -> None:
         """Return once every row is stored or dead-lettered; see the module docstring."""
         outage = Outage(self._outages)
         try:
-            await self._deliver_retrying(table, rows, outage)
+            await self._deliver_retrying(table, names, rows, outage)
         finally:
             outage.end()
 
     async def _deliver_retrying(
-        self, table: str, rows: list[dict[str, object]], outage: Outage
+        self, table: str, names: tuple[str, ...], rows: list[Values], outage: Outage
     ) -> None:
         delay = self._settings.retry_initial_s
         row_failures = 0
@@ -421,7 +389,7 @@ class ClickHouseSink:
             if self._fatal is not None:
                 raise self._fatal
             try:
-                await asyncio.to_thread(self._insert, table, rows)
+                await asyncio.to_thread(self._insert, table, names, rows)
             except Exception as exc:
                 self._metrics.count_error(table)
                 reason = str(exc) or type(exc).__name__
@@ -432,13 +400,14 @@ class ClickHouseSink:
                         log.warning("store outage writing %s, retrying: %s", table, reason)
                 elif len(rows) > 1:
                     half = len(rows) // 2
-                    await self._deliver(table, rows[:half])
-                    await self._deliver(table, rows[half:])
+                    await self._deliver(table, names, rows[:half])
+                    await self._deliver(table, names, rows[half:])
                     return
                 else:
                     row_failures += 1
                     if row_failures >= self._settings.row_attempts:
-                        problem = await self._dead_letter(table, rows[0], reason)
+                        row = dict(zip(names, rows[0], strict=True))
+                        problem = await self._dead_letter(table, row, reason)
                         if problem is None:
                             return
                         # Not even a dead letter could be written: the store is at fault.
@@ -458,8 +427,8 @@ class ClickHouseSink:
                 log.info("store is back: wrote %d rows to %s", len(rows), table)
             return
 
-    def _insert(self, table: str, rows: list[dict[str, object]]) -> None:
-        self._open_store.insert(table, rows, settings=self._insert_settings)
+    def _insert(self, table: str, names: tuple[str, ...], rows: list[Values]) -> None:
+        self._open_store.insert_rows(table, names, rows, settings=self._insert_settings)
 
     async def _fail(self, reason: str) -> StoreFullError:
         """The disk is full: stop taking rows and wake every writer waiting for room."""
@@ -485,7 +454,10 @@ class ClickHouseSink:
         """Write the row's dead letter; returns why that failed, or None once it is stored."""
         letter = dead_letter_row(table, row, reason)
         try:
-            await asyncio.to_thread(self._insert, DEAD_LETTER_TABLE, [letter])
+            names = tuple(letter)
+            await asyncio.to_thread(
+                self._insert, DEAD_LETTER_TABLE, names, [tuple(letter.values())]
+            )
         except Exception as exc:
             self._metrics.count_error(DEAD_LETTER_TABLE)
             return exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -54,6 +55,11 @@ class SinkMetrics:
         }
         """This sink's own counts, for its summary and tests (a registry may hold others)."""
         self.retried = 0
+
+    def track_buffered(self, read: Callable[[], int]) -> None:
+        """The buffered rows gauge reads ``read`` when scraped: a replay buffers rows 81,000
+        times, and setting the gauge each time cost as much as buffering them."""
+        self.buffered.set_function(read)
 
     def count_written(self, table: str, count: int) -> None:
         self._add("written", table, count)

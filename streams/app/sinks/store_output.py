@@ -1,27 +1,45 @@
-"""The history store as a sink of the embedded runner: every channel of an emission as rows."""
+"""The history store as a sink of the embedded runner: every channel of an emission as rows.
+
+The hot tables (events, profiles, cluster reports: 81,000 of a replay's rows) go to the sink as
+value tuples in their column order (``row_values``), buffered as they are and inserted as
+columns; the few signal, action and explanation rows go as dicts."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from datetime import UTC, datetime
 
+from connectors.clickhouse.row_values import (
+    CLUSTER_COLUMNS,
+    EVENT_COLUMNS,
+    NODE_PROFILE_COLUMNS,
+    TASK_PROFILE_COLUMNS,
+    Values,
+    cluster_values,
+    event_values,
+    node_profile_values,
+    task_profile_values,
+)
 from connectors.clickhouse.rows import (
     Row,
     action_row,
-    cluster_row,
-    event_row,
     explanation_row,
     gpu_sample_row,
-    node_profile_row,
     signal_row,
-    task_profile_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
 from models import Envelope, GpuSampleEvent, to_json
 from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
 from streams.profiles.operators import ordered_deltas
 from streams.runner.embedded import Emission, Failure
+
+_PROFILE_KINDS = (NodeProfileUpdate, TaskProfileUpdate)
+_COLUMNS = {
+    "events": EVENT_COLUMNS,
+    "node_profiles": NODE_PROFILE_COLUMNS,
+    "task_profiles": TASK_PROFILE_COLUMNS,
+    "cluster_frag": CLUSTER_COLUMNS,
+}
 
 
 class StoreOutput:
@@ -36,15 +54,22 @@ class StoreOutput:
         self.signal_counts: dict[str, dict[str, int]] = {}
 
     async def take(self, item: Emission) -> None:
-        batches: dict[str, list[Row]] = {}
+        # every row is built before any is written, so an emission a converter refuses
+        # leaves no part of itself in the store
+        run = self.run_id
+        hot: dict[str, list[Values]] = {}
+        rows: dict[str, list[Row]] = {}
 
         def add(table: str, row: Row) -> None:
-            batches.setdefault(table, []).append(row)
+            rows.setdefault(table, []).append(row)
 
-        run = self.run_id
         if item.env is not None:
-            self._event_rows(item.env, add)
-            self._profile_rows(item.env, item.deltas, add)
+            env = item.env
+            hot["events"] = [event_values(run, env, ingested_at=datetime.now(UTC))]
+            if isinstance(env.payload, GpuSampleEvent):
+                add("gpu_samples", gpu_sample_row(run, env))
+            if item.deltas:
+                self._profile_rows(env, item.deltas, hot)
         for signal in item.signals():
             per_kind = self.signal_counts.setdefault(signal.kind, {})
             per_kind[signal.state] = per_kind.get(signal.state, 0) + 1
@@ -54,31 +79,31 @@ class StoreOutput:
             per_kind[action.outcome.value] = per_kind.get(action.outcome.value, 0) + 1
             add("actions", action_row(run, action))
         for report in item.reports():
-            add("cluster_frag", cluster_row(run, report.summary, report.at))
+            hot.setdefault("cluster_frag", []).append(
+                cluster_values(run, report.summary, report.at)
+            )
             for key, (exp, task) in sorted((report.explanations or {}).items()):
                 add("pending_explanations", explanation_row(run, key, exp, task, report.at))
-        for table, rows in batches.items():
-            await self.sink.write(table, rows)
-
-    def _event_rows(self, env: Envelope, add: Callable[[str, Row], None]) -> None:
-        add("events", event_row(self.run_id, env, ingested_at=datetime.now(UTC)))
-        if isinstance(env.payload, GpuSampleEvent):
-            add("gpu_samples", gpu_sample_row(self.run_id, env))
+        for table, values in hot.items():
+            await self.sink.write_rows(table, _COLUMNS[table], values)
+        for table, dicts in rows.items():
+            await self.sink.write(table, dicts)
 
     def _profile_rows(
-        self, env: Envelope, updates: list[ProfileUpdate], add: Callable[[str, Row], None]
+        self, env: Envelope, updates: list[ProfileUpdate], hot: dict[str, list[Values]]
     ) -> None:
         """Each profile change of the event, under the key the distributed runner gives the
         same delta (``OrderKey.row_seq``), so both runners store it on one row."""
         run = self.run_id
-        kinds = (NodeProfileUpdate, TaskProfileUpdate)
-        deltas: list[ProfileUpdate] = [u for u in updates if isinstance(u, kinds)]
+        deltas: list[ProfileUpdate] = [u for u in updates if isinstance(u, _PROFILE_KINDS)]
         for key, u in ordered_deltas(env, deltas):
             seq = key.row_seq()
             if isinstance(u, NodeProfileUpdate):
-                add("node_profiles", node_profile_row(run, u.name, u.profile, at=u.at, seq=seq))
+                row = node_profile_values(run, u.name, u.profile, at=u.at, seq=seq)
+                hot.setdefault("node_profiles", []).append(row)
             elif isinstance(u, TaskProfileUpdate):
-                add("task_profiles", task_profile_row(run, u.key, u.profile, at=u.at, seq=seq))
+                row = task_profile_values(run, u.key, u.profile, at=u.at, seq=seq)
+                hot.setdefault("task_profiles", []).append(row)
 
     async def dead_letter(self, failure: Failure) -> None:
         payload = to_json(failure.env).decode()
