@@ -22,7 +22,7 @@ from streams.placement.cluster_arrays import SimCluster
 from streams.placement.policies import make_policy
 from streams.placement.sim_scheduler import Placement, SimScheduler
 from streams.placement.spec import PodSpec
-from tests.streams.test_placement_property import Case, Op, st_node, st_shape
+from tests.streams.placement_cases import Case, Op, st_node, st_shape
 
 
 @st.composite

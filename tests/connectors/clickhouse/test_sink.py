@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from connectors.clickhouse.sink import dead_letter_row, is_store_side_error
 from connectors.clickhouse.spool import read_spool, write_spool
 from models.settings import StoreSettings
 from tests.connectors.clickhouse import factories as f
-from tests.connectors.clickhouse.helpers import SinkMaker, count
+from tests.connectors.clickhouse.helpers import SinkMaker, count, wait_until
 
 RUN = "run-1"
 
@@ -32,13 +31,6 @@ def sample_rows(n: int, *, one_day_each: bool = False) -> list[Row]:
     return [
         gpu_sample_row(RUN, f.gpu_sample_env(i, days=i if one_day_each else 0)) for i in range(n)
     ]
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
 
 
 async def test_rows_are_written_in_batches_and_by_interval(

@@ -14,8 +14,7 @@ from connectors.clickhouse.rows import Row, gpu_sample_row
 from connectors.clickhouse.sink_buffer import TableBuffer, blocks_of
 from connectors.clickhouse.spool import read_spool
 from tests.connectors.clickhouse import factories as f
-from tests.connectors.clickhouse.helpers import SinkMaker, count
-from tests.connectors.clickhouse.test_sink import wait_until
+from tests.connectors.clickhouse.helpers import SinkMaker, count, wait_until
 
 RUN = "run-1"
 INGESTED = datetime.now(UTC).replace(microsecond=0)
