@@ -5,10 +5,12 @@ least 2,000 examples per edge. ``GPUFRAG_FUZZ_EXAMPLES=50000`` runs them longer,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 from hypothesis import HealthCheck, seed, settings
 
-__all__ = ["FUZZ_EXAMPLES", "fuzz"]
+__all__ = ["FUZZ_EXAMPLES", "fuzz", "json_leaves"]
 
 FUZZ_EXAMPLES = max(2000, int(os.environ.get("GPUFRAG_FUZZ_EXAMPLES", "2000")))
 _SEED = int(os.environ.get("GPUFRAG_FUZZ_SEED", "20261201"))
@@ -25,3 +27,16 @@ _SETTINGS = settings(
 def fuzz(test):  # type: ignore[no-untyped-def]
     """Decorate a ``@given`` test: fixed seed, FUZZ_EXAMPLES examples."""
     return seed(_SEED)(_SETTINGS(test))
+
+
+def json_leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path into a JSON value (dict keys, list indexes), parents before children: the
+    places a fuzz test may put a hostile value."""
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from json_leaves(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from json_leaves(v, (*path, i))

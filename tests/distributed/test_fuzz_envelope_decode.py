@@ -22,7 +22,7 @@ from connectors.clickhouse.rows import event_row, gpu_sample_row
 from models import Envelope, EventKind, from_json, to_json
 from models.bounds import TIME_MAX, TIME_MIN
 from streams.distributed.codec import decode_input, describe_error
-from tests.fuzzing import fuzz
+from tests.fuzzing import fuzz, json_leaves
 from tests.models.strategies import st_envelope
 
 HOSTILE: st.SearchStrategy[Any] = st.one_of(
@@ -49,17 +49,6 @@ HOSTILE: st.SearchStrategy[Any] = st.one_of(
 )
 
 
-def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if path:
-        yield path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _leaves(v, (*path, i))
-
-
 def _get(data: Any, path: tuple[Any, ...]) -> Any:
     for step in path:
         data = data[step]
@@ -79,7 +68,7 @@ def _set(data: Any, path: tuple[Any, ...], new: Any) -> None:
 @st.composite
 def st_hostile_envelope(draw: st.DrawFn) -> bytes:
     data = draw(st_envelope()).model_dump(mode="json")
-    paths = list(_leaves(data))
+    paths = list(json_leaves(data))
     # numbers are where the bounds are: most changes go to a numeric leaf
     numeric = [p for p in paths if _is_number(_get(data, p))] or paths
     for _ in range(draw(st.integers(min_value=1, max_value=3))):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +26,7 @@ from models import Envelope, from_json, to_json
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from streams.profiles.node_state import decode_node_state, encode_node_state
 from streams.profiles.operators import DEFAULT_RULES, ProfileJoin
-from tests.fuzzing import fuzz
+from tests.fuzzing import fuzz, json_leaves
 from tests.streams.profiles_reference import RECOVER_S, st_events
 
 HOSTILE: st.SearchStrategy[Any] = st.one_of(
@@ -44,17 +43,6 @@ HOSTILE: st.SearchStrategy[Any] = st.one_of(
 )
 
 
-def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if path:
-        yield path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _leaves(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _leaves(v, (*path, i))
-
-
 def _set(data: Any, path: tuple[Any, ...], new: Any) -> None:
     for step in path[:-1]:
         data = data[step]
@@ -68,7 +56,7 @@ def st_hostile_stream(draw: st.DrawFn) -> list[bytes]:
     for env in draw(st_events()):
         data = env.model_dump(mode="json")
         if draw(st.integers(0, 2)) == 0:
-            paths = list(_leaves(data))
+            paths = list(json_leaves(data))
             for _ in range(draw(st.integers(1, 2))):
                 # an earlier change may have removed the parent
                 with contextlib.suppress(KeyError, IndexError, TypeError):
