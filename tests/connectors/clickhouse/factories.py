@@ -22,6 +22,21 @@ from models import (
     TaskProfile,
     fingerprint_of,
 )
+from models.analysis import ClusterFragmentation
+
+SUMMARY = ClusterFragmentation(
+    nodes=2,
+    capacity_gpus=16.0,
+    idle_gpus=6.0,
+    frag_gpus=3.0,
+    frag_amount_pct=18.75,
+    frag_ratio_pct=50.0,
+    typical_pods=3,
+    pending_pods=1,
+    unplaceable_pods=1,
+    stranded_nodes=0,
+)
+"""A cluster's fragmentation figures for the row and history tests."""
 
 T0 = datetime(2024, 3, 1, 12, 0, 0, 125_000, tzinfo=UTC)
 

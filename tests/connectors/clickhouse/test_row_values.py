@@ -21,23 +21,11 @@ from connectors.clickhouse.row_values import (
 )
 from connectors.clickhouse.rows import event_row, task_profile_row
 from models import to_json
-from models.analysis import ClusterFragmentation
 from tests.connectors.clickhouse import factories as f
+from tests.connectors.clickhouse.factories import SUMMARY
 
 RUN = "run-1"
 INGESTED = datetime.now(UTC).replace(microsecond=0)
-SUMMARY = ClusterFragmentation(
-    nodes=2,
-    capacity_gpus=16.0,
-    idle_gpus=6.0,
-    frag_gpus=3.0,
-    frag_amount_pct=18.75,
-    frag_ratio_pct=50.0,
-    typical_pods=3,
-    pending_pods=1,
-    unplaceable_pods=1,
-    stranded_nodes=0,
-)
 
 
 def test_json_text_is_the_bus_bytes_of_the_model() -> None:

@@ -11,7 +11,6 @@ from connectors.clickhouse import Store
 from models import to_json
 from models.analysis import (
     BlockReason,
-    ClusterFragmentation,
     Explanation,
     InstantReport,
     NearMiss,
@@ -24,21 +23,14 @@ from streams.distributed.codec import decode_report, encode, encode_progress, en
 from streams.instants import OrderKey
 from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
 from tests.connectors.clickhouse.bus_fakes import TP, Consumer, Record
-from tests.connectors.clickhouse.factories import at, gpu_sample_env, node_profile, task_profile
-from tests.connectors.clickhouse.helpers import SinkMaker
-
-SUMMARY = ClusterFragmentation(
-    nodes=2,
-    capacity_gpus=16.0,
-    idle_gpus=6.0,
-    frag_gpus=3.0,
-    frag_amount_pct=18.75,
-    frag_ratio_pct=50.0,
-    typical_pods=3,
-    pending_pods=1,
-    unplaceable_pods=1,
-    stranded_nodes=0,
+from tests.connectors.clickhouse.factories import (
+    SUMMARY,
+    at,
+    gpu_sample_env,
+    node_profile,
+    task_profile,
 )
+from tests.connectors.clickhouse.helpers import SinkMaker
 
 
 def report() -> InstantReport:
