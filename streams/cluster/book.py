@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import lru_cache
 
 from models import Scope, Severity, Signal, fingerprint_of
 
 FINGERPRINTS_KEPT = 65_536
-"""Fingerprints remembered (each a sha256): the stranded check asks for one per node change
-and per node at a typical-pods rebuild, the pending check one per pod that leaves the queue;
-past this many the memo starts over, so a long run's memory stays bounded."""
+"""Fingerprints remembered (each a sha256), least recently used dropped first: the stranded
+check asks for one per node change and per node at a typical-pods rebuild, the pending check
+one per pod that leaves the queue (a replay asks for 45,000, mostly the same ones)."""
+
+_fingerprint = lru_cache(maxsize=FINGERPRINTS_KEPT)(fingerprint_of)
 
 
 class SignalBook:
@@ -26,17 +29,6 @@ class SignalBook:
         self.dirty: set[str] = set()
         """Fingerprints opened or resolved since the last snapshot (when ``tracking``)."""
         self.tracking = False
-        self._fingerprints: dict[tuple[str, Scope, str], str] = {}
-
-    def fingerprint(self, kind: str, scope: Scope, scope_id: str) -> str:
-        """``fingerprint_of``, remembered: a replay asks for 45,000, mostly the same ones."""
-        key = (kind, scope, scope_id)
-        fp = self._fingerprints.get(key)
-        if fp is None:
-            if len(self._fingerprints) >= FINGERPRINTS_KEPT:
-                self._fingerprints.clear()
-            fp = self._fingerprints[key] = fingerprint_of(kind, scope, scope_id)
-        return fp
 
     @property
     def open(self) -> dict[str, Signal]:
@@ -70,7 +62,7 @@ class SignalBook:
         evidence: dict[str, object],
     ) -> list[Signal]:
         """Open the signal unless it is open already; returns what changed."""
-        fp = self.fingerprint(kind, scope, scope_id)
+        fp = _fingerprint(kind, scope, scope_id)
         at = self._clock()
         if fp in self.open or at is None:
             return []
@@ -95,7 +87,7 @@ class SignalBook:
         return [sig]
 
     def resolved(self, kind: str, scope: Scope, scope_id: str) -> list[Signal]:
-        return self.resolve_fingerprint(self.fingerprint(kind, scope, scope_id))
+        return self.resolve_fingerprint(_fingerprint(kind, scope, scope_id))
 
     def resolve_fingerprint(self, fp: str) -> list[Signal]:
         sig = self._open.pop(fp, None)
@@ -109,4 +101,4 @@ class SignalBook:
         return [sig.resolved(max(now, sig.opened_at))]
 
     def is_open(self, kind: str, scope: Scope, scope_id: str) -> bool:
-        return self.fingerprint(kind, scope, scope_id) in self.open
+        return _fingerprint(kind, scope, scope_id) in self.open
