@@ -221,12 +221,12 @@ class Gate:
     def _take(self, c: Candidate) -> None:
         s, led = self.settings, self.ledger
         if c.evicts:
-            led.evictions.append(Eviction(c.at, c.node, c.namespace))
+            led.add_eviction(Eviction(c.at, c.node, c.namespace))
         spans = {"pod": s.cooldown_pod_s, "node": s.cooldown_node_s, "job": s.cooldown_job_s}
         for key in _cooldown_keys(c):
             span = spans[key.split(":", 1)[0]]
             if span > 0:
-                led.cooldowns[key] = c.at + timedelta(seconds=span)
+                led.cool(key, c.at + timedelta(seconds=span))
 
     def outcome(self, c: Candidate, *, ok: bool, at: datetime, signal_open: bool) -> None:
         """How an action carried out went; ``signal_open``: its signal is still open after it."""

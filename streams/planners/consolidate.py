@@ -15,6 +15,7 @@ from pydantic import JsonValue
 from models import ActionKind, Signal, SignalKind, TaskProfile
 from models.actions import NoFix
 from streams.cluster.view import ClusterView
+from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, quotas_of
@@ -22,7 +23,12 @@ from streams.planners.no_fix import SearchTally, request_shape
 from streams.planners.plan import Plan
 from streams.planners.planner_registry import register_planner
 from streams.planners.search import Found, GateAsked, Searching, fewest
-from streams.planners.trial_capacity import NodeRoom, Scratch, simple_request
+from streams.planners.trial_capacity import (
+    NodeRoom,
+    ReadOnlyScratch,
+    Scratch,
+    simple_request,
+)
 
 __all__ = ["Consolidate"]
 
@@ -33,6 +39,7 @@ that the job waits for the next evaluation rather than stall the stage."""
 
 class Consolidate(Searching):
     name = "consolidate"
+    _kept: tuple[ClusterView, CapacityIndex, int, Scratch, Elsewhere] | None = None
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | NoFix | None:
         members = self.pending(signal, view)
@@ -43,10 +50,9 @@ class Consolidate(Searching):
             return None
         if not simple_request(task.requests):
             return request_shape(self.name)
-        scratch = self.scratch(view)
+        scratch, elsewhere = self._prepared(view)
         if scratch.placeable(task).any():
             return None
-        elsewhere = Elsewhere(scratch)
         s = self.settings
         tally = SearchTally(
             noun="pod that could move",
@@ -111,6 +117,21 @@ class Consolidate(Searching):
             return None
         node = view.index.names[found.slot] or ""
         return _proposal(signal, task, found, node=node, moves=moves, lands=lands, gate=gate)
+
+    def _prepared(self, view: ClusterView) -> tuple[Scratch, Elsewhere]:
+        """The cluster to plan on, and where its pods could go: kept while the view and its
+        capacity index are unchanged, so the held-back search that follows a refused one
+        at the same instant (1,364 of the 4,146 consolidations planned in an enforced replay
+        of the bundled trace) builds neither again. Rebuilt each time while a dry run's
+        rehearsed plans are counted: they read the pods as well as the capacity."""
+        if self.rehearsal.entries:
+            scratch = self.scratch(view)
+            return scratch, Elsewhere(scratch)
+        kept, index = self._kept, view.index
+        if kept is None or kept[0] is not view or kept[1] is not index or kept[2] != index.version:
+            scratch = ReadOnlyScratch(view)
+            kept = self._kept = (view, index, index.version, scratch, Elsewhere(scratch))
+        return kept[3], kept[4]
 
     def _candidates(
         self, task: TaskProfile, scratch: Scratch, tally: SearchTally
@@ -183,14 +204,16 @@ class Elsewhere:
         have a share free."""
         self.cpu, self.mem = free.cpu, free.mem
         self.hard: dict[tuple[object, ...], np.ndarray] = {}
-        self.known: dict[str, tuple[np.ndarray, int]] = {}
+        self.known: dict[int, tuple[TaskProfile, np.ndarray, int]] = {}
 
     def fits(self, task: TaskProfile, slot: int) -> bool:
-        hit = self.known.get(task.key)
+        # by the profile object (kept with the answer, so its id is not reused): kept across
+        # plans, a pod's key could name a profile whose requests changed since
+        hit = self.known.get(id(task))
         if hit is None:
             ok = self._where(task)
-            hit = self.known[task.key] = (ok, int(ok.sum()))
-        ok, count = hit
+            hit = self.known[id(task)] = (task, ok, int(ok.sum()))
+        _, ok, count = hit
         return count - int(ok[slot]) > 0
 
     def _where(self, task: TaskProfile) -> np.ndarray:

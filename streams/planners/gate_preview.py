@@ -19,6 +19,7 @@ from models.actions import ActionKindName
 from models.settings import GuardrailSettings
 from streams.guardrails.gate import Candidate, Gate
 from streams.guardrails.gate_refusals import GateRefusal
+from streams.guardrails.ledger import Ledger
 
 __all__ = ["GatePreview", "eviction_candidate"]
 
@@ -57,6 +58,29 @@ def eviction_candidate(
     )
 
 
+MAX_ANSWERS = 65_536
+"""Answers kept before they are dropped and asked again: a quiet ledger (no eviction, no
+cooldown ending) keeps them for hours, and each profile a pod had stays kept with them. A
+search asks about the pods of its 64 nearest nodes (``search_nodes``), a few thousand at
+most, so this holds the pods of many searches."""
+
+
+class _Answers:
+    """``GatePreview.victim``'s answers for one gate and one state of its ledger."""
+
+    __slots__ = ("by_task", "ledger", "version")
+
+    def __init__(self, ledger: Ledger, version: int) -> None:
+        self.ledger = ledger
+        self.version = version
+        self.by_task: dict[
+            tuple[int, ActionKindName, int | None], tuple[TaskProfile, GateRefusal | None]
+        ] = {}
+
+    def hold(self, ledger: Ledger) -> bool:
+        return ledger is self.ledger and ledger.version == self.version
+
+
 class GatePreview:
     """What the gate would answer now, taking nothing. ``Acting`` builds it on its own gate
     and moves it to each instant before it asks the planners (``move_to``); a planner built
@@ -67,6 +91,8 @@ class GatePreview:
         self.gate = gate
         self.at = at
         self._asked = gate
+        self._lifted: tuple[GuardrailSettings, Gate] | None = None
+        self._answers: dict[Gate, _Answers] = {}
 
     @contextmanager
     def rates_lifted(self) -> Iterator[None]:
@@ -76,8 +102,15 @@ class GatePreview:
         with its proof. Cooldowns stay: lifted, the search would pick the victim an earlier
         plan already chose, the blind spot the preview exists to remove. The same ledger is
         read, never written."""
-        lifted = Gate(self.gate.settings.model_copy(update=dict.fromkeys(LIMITS, LIMIT_LIFTED)))
-        lifted.ledger = self.gate.ledger
+        settings = self._asked.settings
+        if self._lifted is None or self._lifted[0] is not settings:
+            # one lifted gate while the settings are the same: its answers are kept too
+            if self._lifted is not None:
+                self._answers.pop(self._lifted[1], None)
+            lifted = Gate(settings.model_copy(update=dict.fromkeys(LIMITS, LIMIT_LIFTED)))
+            self._lifted = (settings, lifted)
+        lifted = self._lifted[1]
+        lifted.ledger = self._asked.ledger
         self.gate = lifted
         try:
             yield
@@ -89,14 +122,33 @@ class GatePreview:
         return cls(Gate(guardrails))
 
     def move_to(self, at: datetime) -> None:
-        """Ask at ``at`` from now on; drops what expired once, not per question."""
+        """Ask at ``at`` from now on; drops what expired once, not per question. The one
+        way the instant moves: ``victim``'s kept answers rely on it."""
         self.at = at
         self.gate.ledger.forget_before(at)
 
     def victim(
         self, task: TaskProfile, *, kind: ActionKindName, beneficiary_priority: int | None
     ) -> GateRefusal | None:
-        """Why the gate would refuse evicting ``task`` alone now (None: it would not)."""
+        """Why the gate would refuse evicting ``task`` alone now (None: it would not).
+
+        Answers are kept while the gate and its ledger (object and ``version``) stay the
+        same, across instants too: the searches ask about the same pods again and again (2.4
+        million questions in an enforced replay of the bundled trace, about one search per
+        instant), and the answer depends on nothing else. The instant itself does not change
+        it: ``move_to`` drops what expired, which bumps the version, so every cooldown left
+        runs past the instant and every eviction left is in its window, and the filters'
+        answer is the same at any instant until the next change. Profiles are immutable, so
+        the pod's object names its facts; the kept object keeps its ``id`` from being
+        reused."""
+        answers = self._answers.get(self.gate)
+        led = self.gate.ledger
+        if answers is None or not answers.hold(led) or len(answers.by_task) >= MAX_ANSWERS:
+            answers = self._answers[self.gate] = _Answers(led, led.version)
+        key = (id(task), kind, beneficiary_priority)
+        hit = answers.by_task.get(key)
+        if hit is not None:
+            return hit[1]
         c = eviction_candidate(
             task,
             action_id="preview",
@@ -105,7 +157,9 @@ class GatePreview:
             beneficiary_priority=beneficiary_priority,
             signal=None,
         )
-        return self.gate.refusal(c)
+        refusal = self.gate.refusal(c)
+        answers.by_task[key] = (task, refusal)
+        return refusal
 
     def victims(
         self,

@@ -28,7 +28,14 @@ from streams.fragmentation.measure import (
 from streams.fragmentation.pending import Free, placeable_nodes, take
 from streams.fragmentation.shapes import MILLI_PER_GPU
 
-__all__ = ["NodeRoom", "Scratch", "cards_of", "could_host", "simple_request"]
+__all__ = [
+    "NodeRoom",
+    "ReadOnlyScratch",
+    "Scratch",
+    "cards_of",
+    "could_host",
+    "simple_request",
+]
 
 SIMPLE_RULES = frozenset({RULE_MILLI, RULE_FIXED, RULE_SLICED})
 HOLDING = frozenset({PodPhase.PENDING, PodPhase.RUNNING})
@@ -226,6 +233,25 @@ class Scratch:
     def frag_milli(self, room: NodeRoom) -> float:
         """The FGD fragment of a node with these numbers, by the cluster's typical pods."""
         return self.index.measure.frag_milli(_state(self.index, room))
+
+
+class ReadOnlyScratch(Scratch):
+    """A scratch nobody places on, whose nodes' rooms are built once: a planner that only
+    reads its scratch (and copies it to prove a plan) keeps one while the capacity index is
+    unchanged, and its first search and the held-back one that follows at the same instant
+    read the same rooms."""
+
+    def __init__(self, view: ClusterView) -> None:
+        super().__init__(view)
+        self._rooms: dict[int, NodeRoom | None] = {}
+
+    def room(self, slot: int) -> NodeRoom | None:
+        if slot not in self._rooms:
+            self._rooms[slot] = NodeRoom.of(self, slot)
+        return self._rooms[slot]
+
+    def place(self, task: TaskProfile, slot: int) -> None:
+        raise TypeError("a read-only scratch is not placed on: place on a copy")
 
 
 def _state(index: CapacityIndex, room: NodeRoom) -> NodeState:

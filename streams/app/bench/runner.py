@@ -102,15 +102,23 @@ def measure(ctx: Context, label: str, sample: Callable[[], float]) -> Samples:
 
 
 def measure_each(
-    ctx: Context, label: str, sample: Callable[[], tuple[float, ...]]
+    ctx: Context,
+    label: str,
+    sample: Callable[[], tuple[float, ...]],
+    *,
+    warmup: int | None = None,
+    runs: int | None = None,
 ) -> list[Samples]:
     """``measure`` for a sample that gives several figures at once (a process's wall time and
-    its peak memory): one list of samples per figure, in the sample's order."""
-    for _ in range(ctx.scale.warmup):
+    its peak memory): one list of samples per figure, in the sample's order. ``warmup`` and
+    ``runs`` override the scale's, for a case too long to repeat as often."""
+    warmup = ctx.scale.warmup if warmup is None else warmup
+    runs = ctx.scale.runs if runs is None else runs
+    for _ in range(warmup):
         ctx.step(f"{label}: warm-up")
         sample()
     values: list[tuple[float, ...]] = []
-    for i in range(ctx.scale.runs):
-        ctx.step(f"{label}: run {i + 1}/{ctx.scale.runs}")
+    for i in range(runs):
+        ctx.step(f"{label}: run {i + 1}/{runs}")
         values.append(sample())
     return [Samples(tuple(column)) for column in zip(*values, strict=True)]
