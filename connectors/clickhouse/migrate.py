@@ -13,9 +13,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from connectors.clickhouse.dsn import StoreError
-from connectors.clickhouse.store import Store
+
+if TYPE_CHECKING:  # a type only: finding the SQL folder needs no client library
+    from connectors.clickhouse.store import Store
 
 __all__ = [
     "SCHEMA_TABLE",

@@ -274,6 +274,24 @@ def test_the_command_list_loads_no_command(argv: list[str]) -> None:
     assert [c for c in listed if c in COMMANDS] == list(COMMANDS)
 
 
+def test_sql_list_lists_every_named_query_without_the_store_side() -> None:
+    """`gpufrag sql --list` reads the SQL folder only: the client library, chDB and the
+    models took 0.35 s of its 0.6-0.8 s start when the command imported them up front."""
+    done = main_then_print(
+        ["sql", "--list"],
+        "sorted(m for m in ('chdb', 'clickhouse_connect', 'connectors.clickhouse.store', "
+        "'models.settings') if m in sys.modules)",
+    )
+    assert done.returncode == 0, done.stderr
+    *listing, loaded = done.stdout.splitlines()
+    assert loaded == "[]", done.stdout
+    from streams.app.commands.sql import queries_dir
+    from streams.app.queries.named_queries import load_queries
+
+    named = list(load_queries(queries_dir()))
+    assert named and [line.split()[0] for line in listing if not line.startswith(" ")] == named
+
+
 def test_the_command_list_is_the_same_with_every_command_loaded() -> None:
     """The listed-only commands stand in for the real ones: the list must not change when
     they are loaded (a summary is one line, so none is cut with '...' either)."""

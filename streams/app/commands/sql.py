@@ -9,7 +9,7 @@ import io
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,14 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from connectors.clickhouse.migrate import default_sql_dir
-from connectors.clickhouse.read_only import open_read_only
-from connectors.clickhouse.store import Store
 from streams.app.console.errors import user_errors
 from streams.app.console.terminal import for_terminal
-from streams.app.lifecycle.history import open_history_to_read, store_settings
-from streams.app.lifecycle.runs import RunChoice, choose_run
-from streams.app.lifecycle.settings_load import load_settings
-from streams.app.queries.adhoc_sql import run_adhoc, schema, schema_lines
 from streams.app.queries.json_values import plain
 from streams.app.queries.named_queries import (
     NamedQuery,
@@ -33,6 +27,13 @@ from streams.app.queries.named_queries import (
     load_queries,
     parse_param_options,
 )
+
+if TYPE_CHECKING:
+    from connectors.clickhouse.store import Store
+    from streams.app.lifecycle.runs import RunChoice
+
+# The store's side (clickhouse-connect, the models, the settings: about 0.35 s) is imported in
+# the functions that open a store, so `gpufrag sql --list` reads the SQL folder and no more.
 
 RUN_OPTION = "--param run_id="
 
@@ -50,6 +51,8 @@ def queries_dir() -> Path:
 def read_run(store: Store, run_id: str | None) -> str:
     """The run a ``--run`` command reads (the option, else the latest finished run), said on
     stderr as :meth:`RunChoice.note` words it."""
+    from streams.app.lifecycle.runs import choose_run
+
     choice = choose_run(store, run_id, option="--run ")
     _tell(choice)
     return choice.run.run_id
@@ -66,6 +69,8 @@ def run_named(
 ) -> tuple[list[str], list[tuple[object, ...]], RunChoice | None]:
     """The query's rows, and which run they are of when it takes a run (for the stderr note:
     the default is the latest finished run, and a run that did not finish is partial)."""
+    from streams.app.lifecycle.runs import choose_run
+
     chosen: list[RunChoice] = []
 
     def latest() -> str:
@@ -122,6 +127,8 @@ def sql(
             return
         if name not in queries:
             raise QueryError(f"no named query {name!r}; known: {', '.join(queries)}")
+        from streams.app.lifecycle.history import open_history_to_read, store_settings
+
         given = parse_param_options(param or [])
         st = open_history_to_read(store_settings(store))
         columns, rows, choice = run_named(st, queries[name], given)
@@ -151,6 +158,11 @@ def _check_one_mode(
 def _adhoc(query: str | None, given: dict[str, str], *, fmt: Format, dsn: str | None) -> None:
     """--query (in a read-only session whose limits are fixed before it runs) or --schema
     (when ``query`` is None: gpufrag's own query of the catalogue)."""
+    from connectors.clickhouse.read_only import open_read_only
+    from streams.app.lifecycle.history import open_history_to_read, store_settings
+    from streams.app.lifecycle.settings_load import load_settings
+    from streams.app.queries.adhoc_sql import run_adhoc, schema, schema_lines
+
     if query is None and given:
         raise QueryError("--param goes with a named query or --query, not --schema")
     settings = load_settings()
