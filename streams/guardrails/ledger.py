@@ -22,18 +22,12 @@ class Eviction:
 
 @dataclass(frozen=True, slots=True)
 class _Counts:
-    total: int
-    by_node: dict[str | None, int]
-    by_namespace: dict[str | None, int]
+    by_node: Counter[str | None]
+    by_namespace: Counter[str | None]
 
     @classmethod
     def of(cls, evictions: Iterable[Eviction]) -> _Counts:
-        total, by_node, by_namespace = 0, Counter[str | None](), Counter[str | None]()
-        for e in evictions:
-            total += 1
-            by_node[e.node] += 1
-            by_namespace[e.namespace] += 1
-        return cls(total, dict(by_node), dict(by_namespace))
+        return cls(Counter(e.node for e in evictions), Counter(e.namespace for e in evictions))
 
 
 @dataclass(slots=True)
@@ -83,16 +77,14 @@ class Ledger:
         change: the gate asks three counts per candidate, and a search asks about thousands
         of candidates at one instant (2.4 million questions in an enforced replay of the
         bundled trace, each a scan of the window)."""
+        if node is None and namespace is None:
+            return len(self.evictions)
         if node is not None and namespace is not None:
             return sum(1 for e in self.evictions if e.node == node and e.namespace == namespace)
         counts = self._counts
         if counts is None:
             counts = self._counts = _Counts.of(self.evictions)
-        if node is not None:
-            return counts.by_node.get(node, 0)
-        if namespace is not None:
-            return counts.by_namespace.get(namespace, 0)
-        return counts.total
+        return counts.by_node[node] if node is not None else counts.by_namespace[namespace]
 
     def _changed(self) -> None:
         self.version += 1

@@ -15,7 +15,6 @@ from pydantic import JsonValue
 from models import ActionKind, Signal, SignalKind, TaskProfile
 from models.actions import NoFix
 from streams.cluster.view import ClusterView
-from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import RULE_MILLI
 from streams.fragmentation.pending import hard_blocked
 from streams.planners.candidates import Held, quotas_of
@@ -39,7 +38,7 @@ that the job waits for the next evaluation rather than stall the stage."""
 
 class Consolidate(Searching):
     name = "consolidate"
-    _kept: tuple[ClusterView, CapacityIndex, int, Scratch, Elsewhere] | None = None
+    _kept: tuple[ReadOnlyScratch, Elsewhere] | None = None
 
     def plan(self, signal: Signal, view: ClusterView) -> Plan | NoFix | None:
         members = self.pending(signal, view)
@@ -127,11 +126,10 @@ class Consolidate(Searching):
         if self.rehearsal.entries:
             scratch = self.scratch(view)
             return scratch, Elsewhere(scratch)
-        kept, index = self._kept, view.index
-        if kept is None or kept[0] is not view or kept[1] is not index or kept[2] != index.version:
+        if self._kept is None or not self._kept[0].current(view):
             scratch = ReadOnlyScratch(view)
-            kept = self._kept = (view, index, index.version, scratch, Elsewhere(scratch))
-        return kept[3], kept[4]
+            self._kept = (scratch, Elsewhere(scratch))
+        return self._kept
 
     def _candidates(
         self, task: TaskProfile, scratch: Scratch, tally: SearchTally

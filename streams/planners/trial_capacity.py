@@ -243,7 +243,12 @@ class ReadOnlyScratch(Scratch):
 
     def __init__(self, view: ClusterView) -> None:
         super().__init__(view)
+        self.version = view.index.version
         self._rooms: dict[int, NodeRoom | None] = {}
+
+    def current(self, view: ClusterView) -> bool:
+        """Whether it still shows ``view``: the same view, index and index version."""
+        return self.view is view and self.index is view.index and self.version == view.index.version
 
     def room(self, slot: int) -> NodeRoom | None:
         if slot not in self._rooms:

@@ -42,20 +42,21 @@ def replay(ctx: Context) -> list[Figure]:
     nodes = trace_nodes(ctx)
     stores = iter(range(1_000_000))
 
-    def one_replay() -> tuple[float, float]:
+    def replay_args(*extra: str) -> tuple[str, ...]:
         # a fresh store each time: a second replay into one store dedupes instead of writing
         store = f"chdb://{ctx.workdir / f'replay-store-{next(stores)}'}"
-        args = ("replay", "--policy", POLICY, "--seed", str(TRACE_SEED), *nodes, "--store", store)
-        return timed_with_peak(*args, "--json")
+        seeded = ("--policy", POLICY, "--seed", str(TRACE_SEED))
+        return ("replay", *seeded, *nodes, "--store", store, *extra, "--json")
+
+    def one_replay() -> tuple[float, float]:
+        return timed_with_peak(*replay_args())
 
     def one_experiment() -> tuple[float, float]:
         args = ("experiment", "--policy", POLICY, "--seeds", str(TRACE_SEED), *nodes)
         return timed_with_peak(*args, "--json")
 
     def one_enforced() -> tuple[float]:
-        store = f"chdb://{ctx.workdir / f'replay-store-{next(stores)}'}"
-        args = ("replay", "--policy", POLICY, "--seed", str(TRACE_SEED), *nodes, "--store", store)
-        return (run_fresh(gpufrag(*args, "--actions", "enforce", "--json")).wall_s,)
+        return (run_fresh(gpufrag(*replay_args("--actions", "enforce"))).wall_s,)
 
     wall, peak = measure_each(ctx, "replay", one_replay)
     base_wall, base_peak = measure_each(ctx, "replay: experiment baseline", one_experiment)
