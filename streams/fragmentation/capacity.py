@@ -8,6 +8,7 @@ Unhealthy cards count as neither idle nor usable: nothing new should land on the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TypeVar
 
 import numpy as np
@@ -73,21 +74,33 @@ def _whole_idle(g: GpuState) -> bool:
     return g.milli_free >= MILLI_PER_GPU
 
 
+_CARD_FIELDS = attrgetter(
+    "index", "milli_free", "mode", "units", "units_free", "healthy", "slots_free", "memory_free_mib"
+)
+
+
 def _card_key(g: GpuState) -> tuple[object, ...]:
     return (
-        g.index,
-        g.milli_free,
-        g.mode,
-        g.units,
-        g.units_free,
-        g.healthy,
+        _CARD_FIELDS(g),
         bool(g.pods),
-        tuple(g.mig_free.items()),
-        any(g.mig_used.values()),
+        tuple(g.mig_free.items()) if g.mig_free else (),
+        any(g.mig_used.values()) if g.mig_used else False,
         g.memory_total_mib if g.mode is SharingMode.HAMI else None,  # read for HAMi only
-        g.slots_free,
-        g.memory_free_mib,
     )
+
+
+_NODE_FIELDS = attrgetter(
+    "cpu_milli_allocatable",
+    "cpu_milli_requested",
+    "memory_mib_allocatable",
+    "memory_mib_requested",
+    "unschedulable",
+    "gpu_model",
+    "pool",
+    "taints",
+    "mig_device_profile",
+    "gpu_shared_resource",
+)
 
 
 def row_key(profile: NodeProfile) -> tuple[object, ...]:
@@ -96,19 +109,7 @@ def row_key(profile: NodeProfile) -> tuple[object, ...]:
     which move a card's memory in use and its health clock but no capacity; at 10,000 nodes
     rebuilding the row for each (its cards, its state, its fragment) was about a seventh of an
     ingested sample's cost, and it moved ``version``, dropping every cache kept per version."""
-    return (
-        profile.cpu_milli_allocatable,
-        profile.cpu_milli_requested,
-        profile.memory_mib_allocatable,
-        profile.memory_mib_requested,
-        profile.unschedulable,
-        profile.gpu_model,
-        profile.pool,
-        profile.taints,
-        profile.mig_device_profile,
-        profile.gpu_shared_resource,
-        tuple(_card_key(g) for g in profile.gpus),
-    )
+    return (_NODE_FIELDS(profile), tuple(map(_card_key, profile.gpus)))
 
 
 def _rule(cards: tuple[GpuState, ...]) -> tuple[int, int]:

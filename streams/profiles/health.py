@@ -131,18 +131,29 @@ def _new_evidence(prev: CardHealth, s: GpuSample) -> tuple[str, int | None] | No
 
 def _seen(prev: CardHealth, s: GpuSample) -> CardHealth:
     """What this reading says, kept to tell the next one's news; a figure the reading lacks
-    (another source on the same card, an older driver) keeps its last value."""
+    (another source on the same card, an older driver) keeps its last value. A reading that
+    says what the last one did (nearly all of a healthy card's) keeps the same object:
+    ``replace`` was a sixth of the join's cost per GPU sample."""
+    xid = prev.seen_xid if s.xid_from == "events" else (s.xid or None)
+    counts = prev.seen_counts if s.xid_counts is None else tuple(sorted(s.xid_counts.items()))
+    ecc = prev.seen_ecc if s.ecc_uncorrected_volatile is None else s.ecc_uncorrected_volatile
+    pending = prev.seen_pending if s.row_remap_pending is None else s.row_remap_pending
+    failed = prev.seen_failed if s.row_remap_failed is None else s.row_remap_failed
+    if (xid, counts, ecc, pending, failed) == (
+        prev.seen_xid,
+        prev.seen_counts,
+        prev.seen_ecc,
+        prev.seen_pending,
+        prev.seen_failed,
+    ):
+        return prev
     return replace(
         prev,
-        seen_xid=prev.seen_xid if s.xid_from == "events" else (s.xid or None),
-        seen_counts=(
-            prev.seen_counts if s.xid_counts is None else tuple(sorted(s.xid_counts.items()))
-        ),
-        seen_ecc=(
-            prev.seen_ecc if s.ecc_uncorrected_volatile is None else s.ecc_uncorrected_volatile
-        ),
-        seen_pending=prev.seen_pending if s.row_remap_pending is None else s.row_remap_pending,
-        seen_failed=prev.seen_failed if s.row_remap_failed is None else s.row_remap_failed,
+        seen_xid=xid,
+        seen_counts=counts,
+        seen_ecc=ecc,
+        seen_pending=pending,
+        seen_failed=failed,
     )
 
 
