@@ -11,7 +11,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from models.bounds import TIME_MAX, TIME_MIN
 
-__all__ = ["Frozen", "Held", "UtcDatetime", "from_json", "shared_fields_set", "to_json", "trusted"]
+__all__ = [
+    "Frozen",
+    "Resident",
+    "UtcDatetime",
+    "from_json",
+    "shared_fields_set",
+    "to_json",
+    "trusted",
+]
 
 
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
@@ -42,7 +50,7 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
-class Held(Frozen):
+class Resident(Frozen):
     """A frozen model the pipeline holds by the thousand for as long as its object lives (a
     pod's or a node's profile, a card's state, a request): its instances share their set of
     given fields (``shared_fields_set``)."""

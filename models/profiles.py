@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
-from models.base import Held, UtcDatetime
+from models.base import Resident, UtcDatetime
 from models.bounds import Count, CpuMilli, GpuIndex, MemoryMib, Priority, XidCode
 from models.cards import SharingMode
 from models.gpu import MILLI_PER_GPU, GpuModel
@@ -21,7 +21,7 @@ __all__ = ["GpuState", "NodeProfile", "TaskProfile"]
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
-class GpuState(Held):
+class GpuState(Resident):
     """One card in its node's sharing mode: what is allocated and free in that mode's units,
     its telemetry, and its health (an unhealthy card's free share is not usable)."""
 
@@ -91,7 +91,7 @@ class GpuState(Held):
         return len(self.pods) > 1 and self.mode is not SharingMode.MIG
 
 
-class NodeProfile(Held):
+class NodeProfile(Resident):
     """A node joined with the pods bound to it: the input of fragmentation analysis."""
 
     name: Annotated[str, Field(min_length=1)]
@@ -176,7 +176,7 @@ class NodeProfile(Held):
         return sum(g.alloc_fraction for g in self.gpus)
 
 
-class TaskProfile(Held):
+class TaskProfile(Resident):
     """A pod's request joined with its history (binding, finish, memory peak, OOMs)."""
 
     key: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from models.base import Held
+from models.base import Resident
 from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount
 from models.cards import mig_profile_slices
 from models.gpu import MILLI_PER_GPU
@@ -14,7 +14,7 @@ from models.gpu import MILLI_PER_GPU
 __all__ = ["ResourceRequest"]
 
 
-class ResourceRequest(Held):
+class ResourceRequest(Resident):
     """GPU demand is `gpu_count` cards at `gpu_milli` each: whole cards use 1000, a shared
     request is one card with less. Keeping both numbers (not just a total) is what lets the
     fragmentation measure tell a 0.5-card notebook from half of a 1-card job."""

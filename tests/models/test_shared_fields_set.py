@@ -1,4 +1,4 @@
-"""Held models share their set of given fields (``models.base.shared_fields_set``): the
+"""Resident models share their set of given fields (``models.base.shared_fields_set``): the
 memory of a 200,000-pod cluster view halved. What could go wrong is a shared set changed
 through one instance and read through another: a copy with an update must get the update in
 its own set and leave every other instance's as it was."""

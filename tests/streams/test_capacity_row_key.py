@@ -17,7 +17,7 @@ from streams.fragmentation.capacity import CapacityIndex
 from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
 from streams.profiles.join import node_profile
-from tests.streams.test_shared_cards_property import nodes, requests
+from tests.streams.card_strategies import nodes, requests
 
 T0 = datetime(2026, 12, 6, tzinfo=UTC)
 TYPICAL = TypicalPods(

@@ -4,8 +4,6 @@ instance the pods hold is either on a card or counted as unplaced (nothing vanis
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,52 +14,7 @@ from streams.fragmentation.measure import FragMeasure
 from streams.fragmentation.shapes import TypicalPods
 from streams.profiles.card_layout import lay_cards
 from streams.profiles.join import node_profile
-
-T0 = datetime(2026, 12, 2, tzinfo=UTC)
-PROFILES = ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb")
-
-
-@st.composite
-def nodes(draw: st.DrawFn) -> Node:
-    mode = draw(st.sampled_from(list(SharingMode)))
-    model = draw(st.sampled_from(["A100-80GB", "A30", "H100"]))
-    fitting = PROFILES[:3] if model == "A30" else PROFILES
-    mig = (
-        draw(st.dictionaries(st.sampled_from(fitting), st.integers(1, 4), max_size=3))
-        if mode is SharingMode.MIG
-        else {}
-    )
-    cards = 0 if mode is SharingMode.MIG else draw(st.integers(1, 4))
-    return Node(
-        name="n",
-        cpu_milli=64_000,
-        memory_mib=262_144,
-        gpu_model=model,
-        gpu_count=cards,
-        gpu_memory_mib=draw(st.sampled_from([None, 24_576, 81_920]))
-        if mode is SharingMode.HAMI
-        else None,
-        gpu_replicas=draw(st.integers(2, 8))
-        if mode in (SharingMode.TIME_SLICED, SharingMode.HAMI)
-        else 1,
-        gpu_sharing=None if mode is SharingMode.MIG else mode,
-        mig_devices=mig or ({"1g.10gb": 1} if mode is SharingMode.MIG else {}),
-    )
-
-
-@st.composite
-def requests(draw: st.DrawFn) -> ResourceRequest:
-    count = draw(st.integers(0, 3))
-    milli = 0 if count == 0 else (draw(st.integers(1, 1000)) if count == 1 else 1000)
-    return ResourceRequest(
-        cpu_milli=100,
-        memory_mib=100,
-        gpu_count=count,
-        gpu_milli=milli,
-        mig=draw(st.dictionaries(st.sampled_from(PROFILES), st.integers(1, 3), max_size=2)),
-        gpu_memory_mib=draw(st.none() | st.integers(1, 90_000)) if count else None,
-        gpu_cores_pct=draw(st.none() | st.integers(0, 100)) if count else None,
-    )
+from tests.streams.card_strategies import T0, nodes, requests
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
