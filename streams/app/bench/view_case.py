@@ -3,6 +3,7 @@ pod explained, the report built) and one capacity change (a node's cards taken o
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -84,6 +85,10 @@ def _one_size(ctx: Context, pipeline: PipelineDef, nodes: int) -> list[Figure]:
         analysis = loaded(pipeline, updates)
         at = analysis.now
         assert at is not None
+        # the operator just built (and the one before it, now garbage) would otherwise meet
+        # the collector's next full pass inside the timed part, or not, by chance: at 10,000
+        # nodes one pass took 1.3 s, five times the evaluation (docs/performance.md)
+        gc.collect()
         start = time.perf_counter()
         analysis.flush()
         analysis.report(at, explain=True)
@@ -95,6 +100,7 @@ def _one_size(ctx: Context, pipeline: PipelineDef, nodes: int) -> list[Figure]:
     stream = changes(profiles, seed=ctx.seed, count=s.view_changes)
 
     def change_us() -> float:
+        gc.collect()  # as for the full evaluation
         start = time.perf_counter()
         for u in stream:
             analysis.apply(u)
