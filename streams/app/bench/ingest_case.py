@@ -26,6 +26,7 @@ from models import Envelope, from_json
 from streams.app.bench import synthetic
 from streams.app.bench.figures import Figure, Goal, Samples
 from streams.app.bench.runner import BenchError, Context, measure
+from streams.app.lifecycle.collector import CollectorPolicy
 from streams.app.lifecycle.settings_load import load_settings
 from streams.pipeline import Pipeline, define_pipeline
 from streams.runner.embedded import EmbeddedRunner, Emission, Failure
@@ -86,10 +87,17 @@ def run_stream(
     runner = EmbeddedRunner(
         source=_decoded(lines), output=out, pipeline=pipeline, on_progress=on_progress
     )
+    # the collector as `gpufrag watch --bus embedded` sets it up, for this stream only: the
+    # cases after this one run in this process too
+    policy = CollectorPolicy()
+    policy.install()
     ctx.step(step[0])
-    start = time.perf_counter()
-    asyncio.run(runner.run())
-    end = time.perf_counter()
+    try:
+        start = time.perf_counter()
+        asyncio.run(runner.run())
+        end = time.perf_counter()
+    finally:
+        policy.uninstall()
     if out.failures:
         first = out.failures[0]
         raise BenchError(

@@ -182,6 +182,7 @@ async def _watch(
 ) -> int:
     from connectors.live_stage import LiveMetrics
     from connectors.refusals import RefusalLog
+    from streams.app.lifecycle.collector import collector_policy
     from streams.app.live.sources import build_sources
     from streams.app.live.to_kafka import watch_to_kafka
     from streams.app.live.to_store import watch_to_store
@@ -195,6 +196,7 @@ async def _watch(
         names = ", ".join(s.name for s in sources)
         metrics = LiveMetrics(registry)
         if kind is BusKind.EMBEDDED:
+            collector_policy()  # this process holds the cluster's state: see its module
             dsn = session.store.dsn
             console.print(f"watching {names} into {dsn}", highlight=False, soft_wrap=True)
             return await watch_to_store(
