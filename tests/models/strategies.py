@@ -99,14 +99,18 @@ def st_gpu_model() -> st.SearchStrategy[str]:
     return _gpu_model
 
 
+_aware_datetime = st.datetimes(
+    min_value=datetime(1971, 1, 1),
+    max_value=datetime(2100, 1, 1),
+    timezones=st.sampled_from(
+        (UTC, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30)))
+    ),
+)
+
+
 def st_aware_datetime() -> st.SearchStrategy[datetime]:
     """Aware datetimes in assorted fixed offsets (the models normalise them to UTC)."""
-    zones = st.sampled_from(
-        [UTC, timezone(timedelta(hours=8)), timezone(timedelta(hours=-5, minutes=-30))]
-    )
-    return st.datetimes(
-        min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1), timezones=zones
-    )
+    return _aware_datetime
 
 
 def st_json_value() -> st.SearchStrategy[JsonValue]:
@@ -128,15 +132,23 @@ def st_json_value() -> st.SearchStrategy[JsonValue]:
 
 
 _evidence = st.dictionaries(st.text(max_size=8), st_json_value(), max_size=4)
+_opt_name = st.none() | _name
+_opt_gpu_model = st.none() | _gpu_model
+_opt_gpu_mem = st.none() | _gpu_mem
+_uuid = st.uuids().map(str)
+_mig_devices = st.dictionaries(st.sampled_from(MIG_PROFILES), _mig, max_size=2)
+_request_gpus = st.sampled_from((0, 0, 1, 1, 2, 4, 8))
+_card_share = st.integers(min_value=1, max_value=MILLI_PER_GPU)
+_opt_cores_pct = st.none() | st.integers(0, 100)
 
 
 @st.composite
 def st_resource_request(draw: st.DrawFn) -> ResourceRequest:
-    gpu_count = draw(st.sampled_from([0, 0, 1, 1, 2, 4, 8]))
+    gpu_count = draw(_request_gpus)
     if gpu_count == 0:
         gpu_milli = 0
     elif gpu_count == 1:
-        gpu_milli = draw(st.integers(min_value=1, max_value=MILLI_PER_GPU))
+        gpu_milli = draw(_card_share)
     else:
         gpu_milli = MILLI_PER_GPU
     has_gpu = gpu_count > 0
@@ -145,40 +157,52 @@ def st_resource_request(draw: st.DrawFn) -> ResourceRequest:
         memory_mib=draw(_mem),
         gpu_count=gpu_count,
         gpu_milli=gpu_milli,
-        mig=draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _mig, max_size=2)),
-        gpu_memory_mib=draw(st.none() | _gpu_mem) if has_gpu else None,
-        gpu_cores_pct=draw(st.none() | st.integers(0, 100)) if has_gpu else None,
+        mig=draw(_mig_devices),
+        gpu_memory_mib=draw(_opt_gpu_mem) if has_gpu else None,
+        gpu_cores_pct=draw(_opt_cores_pct) if has_gpu else None,
     )
+
+
+# Strategies are built once, here, not inside the composites: building one per draw (``st.none()
+# | x``, ``sampled_from([...])``) validated it again every time, which cost a third of the fuzz
+# tests' time.
+_request = st_resource_request()
+_pod_indices = st.lists(st.integers(0, 15), max_size=8, unique=True)
+_pod_gpu_models = st.lists(_gpu_model, max_size=3)
+_pod_phase = st.sampled_from(PodPhase)
+_opt_memory_limit = st.none() | st.integers(1, 81_920)
+_priority = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+_owner = st.none() | st.builds(OwnerRef, kind=st.sampled_from(["Job", "StatefulSet"]), name=_name)
+_qos = st.none() | st.sampled_from(QosClass)
+_gang = st.none() | st.builds(GangRef, name=_name, min_member=st.integers(1, 64))
+_workload_kind = st.sampled_from(WorkloadKind)
 
 
 @st.composite
 def st_pod(draw: st.DrawFn, phase: PodPhase | None = None) -> Pod:
-    node = draw(st.none() | _name)
+    node = draw(_opt_name)
     indices: tuple[int, ...] = ()
     if node is not None:
-        indices = tuple(draw(st.lists(st.integers(0, 15), max_size=8, unique=True)))
+        indices = tuple(draw(_pod_indices))
     return Pod(
         namespace=draw(_name),
         name=draw(_name),
-        uid=draw(st.uuids().map(str)),
-        phase=phase or draw(st.sampled_from(PodPhase)),
+        uid=draw(_uuid),
+        phase=phase or draw(_pod_phase),
         node=node,
-        requests=draw(st_resource_request()),
-        gpu_models=tuple(draw(st.lists(_gpu_model, max_size=3))),
+        requests=draw(_request),
+        gpu_models=tuple(draw(_pod_gpu_models)),
         gpu_indices=indices,
-        gpu_memory_limit_mib=draw(st.none() | st.integers(1, 81_920)),
-        priority=draw(st.integers(min_value=-(2**31), max_value=2**31 - 1)),
-        queue=draw(st.none() | _name),
-        tenant=draw(st.none() | _name),
-        owner=draw(
-            st.none()
-            | st.builds(OwnerRef, kind=st.sampled_from(["Job", "StatefulSet"]), name=_name)
-        ),
-        qos=draw(st.none() | st.sampled_from(QosClass)),
-        gang=draw(st.none() | st.builds(GangRef, name=_name, min_member=st.integers(1, 64))),
-        workload_kind=draw(st.sampled_from(WorkloadKind)),
+        gpu_memory_limit_mib=draw(_opt_memory_limit),
+        priority=draw(_priority),
+        queue=draw(_opt_name),
+        tenant=draw(_opt_name),
+        owner=draw(_owner),
+        qos=draw(_qos),
+        gang=draw(_gang),
+        workload_kind=draw(_workload_kind),
         preemptible=draw(st.booleans()),
-        created_at=draw(st_aware_datetime()),
+        created_at=draw(_aware_datetime),
     )
 
 
@@ -188,16 +212,22 @@ _taint = st.builds(
     value=st.none() | _name,
     effect=st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
 )
+_node_gpus = st.sampled_from((0, 1, 2, 4, 8))
+_replicas = st.integers(1, 16)
+_opt_sharing = st.none() | st.sampled_from(list(SharingMode))
+_mig_cards = st.integers(0, 8)
+_node_labels = st.dictionaries(_name, st.text(max_size=10), max_size=3)
+_taints = st.lists(_taint, max_size=2)
 
 
 @st.composite
 def st_node(draw: st.DrawFn) -> Node:
-    gpu_count = draw(st.sampled_from([0, 1, 2, 4, 8]))
-    mig = draw(st.dictionaries(st.sampled_from(MIG_PROFILES), _mig, max_size=2))
+    gpu_count = draw(_node_gpus)
+    mig = draw(_mig_devices)
     if gpu_count > 0:
         model: str | None = draw(_gpu_model)
     elif mig:
-        model = draw(st.none() | _gpu_model)
+        model = draw(_opt_gpu_model)
     else:
         model = None
     mig = {p: n for p, n in mig.items() if mig_profile_slices(p) <= card_slices(model)}
@@ -207,15 +237,15 @@ def st_node(draw: st.DrawFn) -> Node:
         memory_mib=draw(_mem),
         gpu_model=model,
         gpu_count=gpu_count,
-        gpu_memory_mib=draw(st.none() | _gpu_mem),
-        gpu_replicas=draw(st.integers(1, 16)),
-        gpu_sharing=draw(st.none() | st.sampled_from(list(SharingMode))),
+        gpu_memory_mib=draw(_opt_gpu_mem),
+        gpu_replicas=draw(_replicas),
+        gpu_sharing=draw(_opt_sharing),
         mig_devices=mig,
-        mig_cards=draw(st.integers(0, 8)),
-        labels=draw(st.dictionaries(_name, st.text(max_size=10), max_size=3)),
-        taints=tuple(draw(st.lists(_taint, max_size=2))),
+        mig_cards=draw(_mig_cards),
+        labels=draw(_node_labels),
+        taints=tuple(draw(_taints)),
         unschedulable=draw(st.booleans()),
-        pool=draw(st.none() | _name),
+        pool=draw(_opt_name),
     )
 
 
@@ -233,27 +263,39 @@ _scheduler_event = st.builds(
 )
 
 
+_opt_nonneg_mib = st.none() | st.floats(
+    0, GPU_MEMORY_MIB_MAX, allow_nan=False, allow_infinity=False
+)
+_card_index = st.integers(0, 15)
+_opt_card_uuid = st.none() | st.uuids().map(lambda u: f"GPU-{u}")
+_opt_card_model = st.none() | st.sampled_from(["NVIDIA H200", "Tesla T4"])
+_opt_util_pct = st.none() | st.floats(0, 100)
+_opt_engine = st.none() | st.floats(0, 1)
+_opt_xid = st.none() | st.sampled_from([13, 31, 43, 45, 48, 63, 64, 74, 79, 94, 95])
+_opt_mig_profile = st.none() | st.sampled_from(MIG_PROFILES)
+_opt_mig_instance = st.none() | st.integers(0, 7)
+
+
 @st.composite
 def st_gpu_sample(draw: st.DrawFn) -> GpuSample:
-    nonneg = st.floats(0, GPU_MEMORY_MIB_MAX, allow_nan=False, allow_infinity=False)
-    total = draw(st.none() | nonneg)
-    used = draw(st.none() | (nonneg if total is None else st.floats(0, total)))
+    total = draw(_opt_nonneg_mib)
+    used = draw(_opt_nonneg_mib if total is None else st.none() | st.floats(0, total))
     return GpuSample(
         node=draw(_name),
-        gpu_index=draw(st.integers(0, 15)),
-        uuid=draw(st.none() | st.uuids().map(lambda u: f"GPU-{u}")),
-        model=draw(st.none() | st.sampled_from(["NVIDIA H200", "Tesla T4"])),
+        gpu_index=draw(_card_index),
+        uuid=draw(_opt_card_uuid),
+        model=draw(_opt_card_model),
         memory_total_mib=total,
         memory_used_mib=used,
-        memory_reserved_mib=draw(st.none() | nonneg),
-        utilization_pct=draw(st.none() | st.floats(0, 100)),
-        engine_active=draw(st.none() | st.floats(0, 1)),
-        xid=draw(st.none() | st.sampled_from([13, 31, 43, 45, 48, 63, 64, 74, 79, 94, 95])),
-        mig_profile=draw(st.none() | st.sampled_from(MIG_PROFILES)),
-        mig_instance=draw(st.none() | st.integers(0, 7)),
-        pod=draw(st.none() | _name),
-        namespace=draw(st.none() | _name),
-        container=draw(st.none() | _name),
+        memory_reserved_mib=draw(_opt_nonneg_mib),
+        utilization_pct=draw(_opt_util_pct),
+        engine_active=draw(_opt_engine),
+        xid=draw(_opt_xid),
+        mig_profile=draw(_opt_mig_profile),
+        mig_instance=draw(_opt_mig_instance),
+        pod=draw(_opt_name),
+        namespace=draw(_opt_name),
+        container=draw(_opt_name),
     )
 
 
@@ -269,40 +311,50 @@ _amounts = st.dictionaries(
 )
 
 
+_queue_kind = st.sampled_from(QueueSourceKind)
+_queue_uid = st.text(max_size=8)
+_opt_min_member = st.none() | st.integers(1, 64)
+_opt_queue_state = st.none() | st.sampled_from(["Pending", "Running", "Open", "Admitted"])
+_opt_count = st.none() | st.integers(0, 1000)
+
+
 @st.composite
 def st_queue_object(draw: st.DrawFn) -> QueueObject:
-    kind = draw(st.sampled_from(QueueSourceKind))
+    kind = draw(_queue_kind)
     cluster_scoped = kind in (QueueSourceKind.CLUSTER_QUEUE, QueueSourceKind.VOLCANO_QUEUE)
     return QueueObject(
         source_kind=kind,
         namespace=None if cluster_scoped else draw(_name),
         name=draw(_name),
-        uid=draw(st.text(max_size=8)),
-        parent=draw(st.none() | _name),
-        cohort=draw(st.none() | _name),
+        uid=draw(_queue_uid),
+        parent=draw(_opt_name),
+        cohort=draw(_opt_name),
         nominal=draw(_amounts),
         limit=draw(_amounts),
         used=draw(_amounts),
         requested=draw(_amounts),
-        min_member=draw(st.none() | st.integers(1, 64)),
-        state=draw(st.none() | st.sampled_from(["Pending", "Running", "Open", "Admitted"])),
-        pending=draw(st.none() | st.integers(0, 1000)),
-        admitted=draw(st.none() | st.integers(0, 1000)),
+        min_member=draw(_opt_min_member),
+        state=draw(_opt_queue_state),
+        pending=draw(_opt_count),
+        admitted=draw(_opt_count),
     )
+
+
+_payloads: dict[EventKind, st.SearchStrategy[PayloadModel]] = {
+    EventKind.POD: st.builds(PodEvent, change=_change, pod=st_pod()),
+    EventKind.NODE: st.builds(NodeEvent, change=_change, node=st_node()),
+    EventKind.SCHEDULER: st.builds(SchedulingEvent, event=_scheduler_event),
+    EventKind.GPU_SAMPLE: st.builds(GpuSampleEvent, sample=st_gpu_sample()),
+    EventKind.QUEUE: st.builds(QueueEvent, change=_change, queue=st_queue_object()),
+}
+_any_payload = st.one_of(*_payloads.values())
+_source = st.sampled_from(("kube", "dcgm", "nvml", "trace:openb"))
+_opt_id = st.none() | st.text(min_size=1, max_size=40)
 
 
 def st_payload(kind: EventKind | None = None) -> st.SearchStrategy[PayloadModel]:
     """A payload of `kind`, or of any kind when None."""
-    by_kind: dict[EventKind, st.SearchStrategy[PayloadModel]] = {
-        EventKind.POD: st.builds(PodEvent, change=_change, pod=st_pod()),
-        EventKind.NODE: st.builds(NodeEvent, change=_change, node=st_node()),
-        EventKind.SCHEDULER: st.builds(SchedulingEvent, event=_scheduler_event),
-        EventKind.GPU_SAMPLE: st.builds(GpuSampleEvent, sample=st_gpu_sample()),
-        EventKind.QUEUE: st.builds(QueueEvent, change=_change, queue=st_queue_object()),
-    }
-    if kind is not None:
-        return by_kind[kind]
-    return st.one_of(*by_kind.values())
+    return _any_payload if kind is None else _payloads[kind]
 
 
 @st.composite
@@ -310,25 +362,32 @@ def st_envelope(draw: st.DrawFn, kind: EventKind | None = None) -> Envelope:
     """An envelope built with Envelope.wrap, sometimes with an explicit id."""
     return Envelope.wrap(
         draw(st_payload(kind)),
-        event_time=draw(st_aware_datetime()),
-        source=draw(st.sampled_from(["kube", "dcgm", "nvml", "trace:openb"])),
-        id=draw(st.none() | st.text(min_size=1, max_size=40)),
+        event_time=draw(_aware_datetime),
+        source=draw(_source),
+        id=draw(_opt_id),
     )
+
+
+_signal_kind = st.sampled_from(SignalKind)
+_scope = st.sampled_from(Scope)
+_opt_resolved_after = st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(30))
+_severity = st.sampled_from(Severity)
+_fingerprint_parts = st.lists(st.text(max_size=5))
 
 
 @st.composite
 def st_signal(draw: st.DrawFn) -> Signal:
-    kind = draw(st.sampled_from(SignalKind))
-    scope = draw(st.sampled_from(Scope))
+    kind = draw(_signal_kind)
+    scope = draw(_scope)
     scope_id = draw(_name)
-    opened = draw(st_aware_datetime())
-    resolved = draw(st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(30)))
+    opened = draw(_aware_datetime)
+    resolved = draw(_opt_resolved_after)
     return Signal(
         kind=kind,
         scope=scope,
         scope_id=scope_id,
-        severity=draw(st.sampled_from(Severity)),
-        fingerprint=fingerprint_of(kind, scope, scope_id, *draw(st.lists(st.text(max_size=5)))),
+        severity=draw(_severity),
+        fingerprint=fingerprint_of(kind, scope, scope_id, *draw(_fingerprint_parts)),
         summary=draw(st.text(max_size=40)),
         evidence=draw(_evidence),
         opened_at=opened,
@@ -337,25 +396,36 @@ def st_signal(draw: st.DrawFn) -> Signal:
     )
 
 
+_action_mode = st.sampled_from(ActionMode)
+_outcomes = {
+    mode: st.sampled_from(
+        [
+            o
+            for o in ActionOutcome
+            if not (mode is ActionMode.DRY_RUN and o in ANSWERED_BY_THE_CLUSTER)
+        ]
+    )
+    for mode in ActionMode
+}
+_action_kind = st.sampled_from(ActionKind)
+_opt_fingerprint = st.none() | st.from_regex(r"[0-9a-f]{16}", fullmatch=True)
+_reason = st.text(max_size=40)
+
+
 @st.composite
 def st_action(draw: st.DrawFn) -> Action:
-    mode = draw(st.sampled_from(ActionMode))
-    outcomes = [
-        o
-        for o in ActionOutcome
-        if not (mode is ActionMode.DRY_RUN and o in ANSWERED_BY_THE_CLUSTER)
-    ]
+    mode = draw(_action_mode)
     return Action(
-        id=draw(st.uuids().map(str)),
-        kind=draw(st.sampled_from(ActionKind)),
+        id=draw(_uuid),
+        kind=draw(_action_kind),
         mode=mode,
-        outcome=draw(st.sampled_from(outcomes)),
-        target_scope=draw(st.sampled_from(Scope)),
+        outcome=draw(_outcomes[mode]),
+        target_scope=draw(_scope),
         target=draw(_name),
-        signal_fingerprint=draw(st.none() | st.from_regex(r"[0-9a-f]{16}", fullmatch=True)),
-        reason=draw(st.text(max_size=40)),
+        signal_fingerprint=draw(_opt_fingerprint),
+        reason=draw(_reason),
         evidence=draw(_evidence),
-        created_at=draw(st_aware_datetime()),
+        created_at=draw(_aware_datetime),
     )
 
 
@@ -370,64 +440,86 @@ _gpu_state = st.builds(
 )
 
 
+_card_states = st.lists(_gpu_state, max_size=8, unique_by=lambda g: g.index)
+_profile_labels = st.dictionaries(_name, _name, max_size=3)
+_profile_pods = st.lists(st.tuples(_name, _name).map("/".join), unique=True, max_size=5)
+
+
 @st.composite
 def st_node_profile(draw: st.DrawFn) -> NodeProfile:
-    gpus = draw(st.lists(_gpu_state, max_size=8, unique_by=lambda g: g.index))
+    gpus = draw(_card_states)
     return NodeProfile(
         name=draw(_name),
-        gpu_model=draw(_gpu_model) if gpus else draw(st.none() | _gpu_model),
+        gpu_model=draw(_gpu_model) if gpus else draw(_opt_gpu_model),
         gpus=tuple(gpus),
         cpu_milli_allocatable=draw(_cpu),
         cpu_milli_requested=draw(_cpu),
         memory_mib_allocatable=draw(_mem),
         memory_mib_requested=draw(_mem),
-        labels=draw(st.dictionaries(_name, _name, max_size=3)),
-        taints=tuple(draw(st.lists(_taint, max_size=2))),
-        pool=draw(st.none() | _name),
+        labels=draw(_profile_labels),
+        taints=tuple(draw(_taints)),
+        pool=draw(_opt_name),
         unschedulable=draw(st.booleans()),
-        pods=tuple(draw(st.lists(st.tuples(_name, _name).map("/".join), unique=True, max_size=5))),
-        updated_at=draw(st_aware_datetime()),
+        pods=tuple(draw(_profile_pods)),
+        updated_at=draw(_aware_datetime),
     )
+
+
+_opt_bound_after = st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3))
+_opt_aware_datetime = st.none() | _aware_datetime
+_opt_peak = st.none() | st.floats(0, 1e6)
+_oom_count = st.integers(0, 100)
+_preemptions = st.integers(0, 5)
 
 
 @st.composite
 def st_task_profile(draw: st.DrawFn) -> TaskProfile:
-    pod = draw(st_pod())
-    bound = draw(st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3)))
+    pod = draw(_pod)
+    bound = draw(_opt_bound_after)
     return TaskProfile.of_pod(
         pod,
         bound_at=None if bound is None else pod.created_at + bound,
-        finished_at=draw(st.none() | st_aware_datetime()),
-        gpu_memory_peak_mib=draw(st.none() | st.floats(0, 1e6)),
-        oom_count=draw(st.integers(0, 100)),
-        scheduler=draw(st.none() | st_pending_verdict()),
-        preemptions=draw(st.integers(0, 5)),
-        preempted=draw(st.none() | st_preemption()),
+        finished_at=draw(_opt_aware_datetime),
+        gpu_memory_peak_mib=draw(_opt_peak),
+        oom_count=draw(_oom_count),
+        scheduler=draw(_opt_verdict),
+        preemptions=draw(_preemptions),
+        preempted=draw(_opt_preemption),
     )
 
 
 _scheduler_text = st.text(max_size=SCHEDULER_TEXT_MAX)
 
 
+_opt_scheduler_text = st.none() | _scheduler_text
+_verdict_nodes = st.integers(0, 10_000)
+_verdict_reasons = st.dictionaries(
+    _scheduler_text, st.integers(0, 10_000), max_size=SCHEDULER_REASONS_MAX
+)
+
+
 @st.composite
 def st_pending_verdict(draw: st.DrawFn) -> PendingVerdict:
     """A FailedScheduling verdict as a task profile keeps it: read, or kept as text."""
     if draw(st.booleans()):
-        return PendingVerdict(at=draw(st_aware_datetime()), message=draw(_scheduler_text))
+        return PendingVerdict(at=draw(_aware_datetime), message=draw(_scheduler_text))
     return PendingVerdict(
-        at=draw(st_aware_datetime()),
-        nodes=draw(st.integers(0, 10_000)),
-        reasons=draw(
-            st.dictionaries(_scheduler_text, st.integers(0, 10_000), max_size=SCHEDULER_REASONS_MAX)
-        ),
+        at=draw(_aware_datetime),
+        nodes=draw(_verdict_nodes),
+        reasons=draw(_verdict_reasons),
     )
 
 
 @st.composite
 def st_preemption(draw: st.DrawFn) -> Preemption:
     return Preemption(
-        at=draw(st_aware_datetime()),
-        by=draw(st.none() | _scheduler_text),
-        node=draw(st.none() | _scheduler_text),
-        message=draw(st.none() | _scheduler_text),
+        at=draw(_aware_datetime),
+        by=draw(_opt_scheduler_text),
+        node=draw(_opt_scheduler_text),
+        message=draw(_opt_scheduler_text),
     )
+
+
+_pod = st_pod()
+_opt_verdict = st.none() | st_pending_verdict()
+_opt_preemption = st.none() | st_preemption()

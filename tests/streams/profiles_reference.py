@@ -64,6 +64,25 @@ _event_kind = st.sampled_from(["node"] * 2 + ["pod"] * 5 + ["gpu"] * 2 + ["oom"]
 _node_change = st.sampled_from(["upsert"] * 3 + ["delete"])
 _pod_change = st.sampled_from(["upsert"] * 4 + ["delete"])
 _start = st_aware_datetime().filter(lambda t: t.year < 2099)
+_whole_count = st.integers(1, 4)
+_any_size = st.integers(0, 4)
+_indices = {n: st.lists(_index, min_size=n, max_size=n, unique=True) for n in range(5)}
+_uid = st.sampled_from(("u1", "u2"))
+_priority = st.sampled_from((0, 5))
+_card_count = st.integers(0, 8)
+_node_cpu = st.sampled_from((0, 8000, 32000, 64000))
+_node_mem = st.sampled_from((0, 16384, 65536))
+_labels = st.sampled_from(({}, {"pool": "a"}))
+_pool = st.none() | st.just("gpu")
+_total = st.none() | st.sampled_from((16384.0, 81920.0))
+_used = {
+    total: st.none() | st.floats(0, total if total is not None else 1e5)
+    for total in (None, 16384.0, 81920.0)
+}
+_gpu_index = st.integers(0, 9)
+_sample_pod = st.none() | _pod_name
+_oom_reason = st.sampled_from(("OOMKilled", "OOMKilled", "Evicted"))
+_oom_count = st.integers(1, 3)
 
 
 @st.composite
@@ -74,7 +93,7 @@ def st_request(draw: st.DrawFn) -> ResourceRequest:
     if kind == "cpu":
         return ResourceRequest(cpu_milli=cpu, memory_mib=mem)
     if kind == "whole":
-        count = draw(st.integers(1, 4))
+        count = draw(_whole_count)
         return ResourceRequest(
             cpu_milli=cpu, memory_mib=mem, gpu_count=count, gpu_milli=MILLI_PER_GPU
         )
@@ -95,47 +114,47 @@ def st_pod(
         if mode == "matching":  # the right length; may still point past the node's last card
             size = requests.gpu_count
         elif mode == "any":
-            size = draw(st.integers(0, 4))
-    indices = draw(st.lists(_index, min_size=size, max_size=size, unique=True))
+            size = draw(_any_size)
+    indices = draw(_indices[size])
     return Pod(
         namespace=NAMESPACE,
         name=draw(names),
-        uid=draw(st.sampled_from(["u1", "u2"])),
+        uid=draw(_uid),
         phase=draw(_phase),
         node=node,
         requests=requests,
         gpu_indices=tuple(indices),
-        priority=draw(st.sampled_from([0, 5])),
+        priority=draw(_priority),
         created_at=CREATED,
     )
 
 
 @st.composite
 def st_node(draw: st.DrawFn) -> Node:
-    count = draw(st.integers(0, 8))
+    count = draw(_card_count)
     return Node(
         name=draw(_node_name),
-        cpu_milli=draw(st.sampled_from([0, 8000, 32000, 64000])),
-        memory_mib=draw(st.sampled_from([0, 16384, 65536])),
+        cpu_milli=draw(_node_cpu),
+        memory_mib=draw(_node_mem),
         gpu_model=GPU_MODEL if count else None,
         gpu_count=count,
-        labels=draw(st.sampled_from([{}, {"pool": "a"}])),
+        labels=draw(_labels),
         unschedulable=draw(st.booleans()),
-        pool=draw(st.none() | st.just("gpu")),
+        pool=draw(_pool),
     )
 
 
 @st.composite
 def st_sample(draw: st.DrawFn) -> GpuSample:
-    total = draw(st.none() | st.sampled_from([16384.0, 81920.0]))
-    used = draw(st.none() | st.floats(0, total if total is not None else 1e5))
+    total = draw(_total)
+    used = draw(_used[total])
     return GpuSample(
         node=draw(_sample_node),
-        gpu_index=draw(st.integers(0, 9)),
+        gpu_index=draw(_gpu_index),
         memory_total_mib=total,
         memory_used_mib=used,
         xid=draw(_xid),
-        pod=draw(st.none() | _pod_name),
+        pod=draw(_sample_pod),
         namespace=draw(_namespace),
     )
 
@@ -143,11 +162,11 @@ def st_sample(draw: st.DrawFn) -> GpuSample:
 @st.composite
 def st_scheduling(draw: st.DrawFn) -> SchedulerEvent:
     return SchedulerEvent(
-        reason=draw(st.sampled_from(["OOMKilled", "OOMKilled", "Evicted"])),
+        reason=draw(_oom_reason),
         message="",
         pod_namespace=draw(_namespace),
-        pod_name=draw(st.none() | _pod_name),
-        count=draw(st.integers(1, 3)),
+        pod_name=draw(_sample_pod),
+        count=draw(_oom_count),
     )
 
 

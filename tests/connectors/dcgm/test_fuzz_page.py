@@ -58,26 +58,37 @@ TIMESTAMP = st.one_of(
 METRIC = st.sampled_from([*FIELDS, XID_COUNT, XID_COUNT, "DCGM_FI_DEV_SM_CLOCK", "up"])
 
 
+# Strategies are built once, here: one built inside a composite is built and validated again
+# at every draw.
+GPU_LABEL = st.one_of(st.none(), NUMBER_LABEL, st.just("2"))
+OPTIONAL_LABELS = {
+    "GPU_I_ID": NUMBER_LABEL,
+    "Hostname": st.sampled_from(["n1", "n2", ""]),
+    "UUID": st.sampled_from(["GPU-a", "GPU-b"]),
+    "pod": st.sampled_from(["p1", "p2", ""]),
+    "namespace": st.sampled_from(["ns", ""]),
+    "xid": NUMBER_LABEL,
+    "window_size_in_ms": st.one_of(NUMBER_LABEL, st.just("300000")),
+    "exported_pod": st.sampled_from(["q1"]),
+}
+ONE_IN_FOUR = st.integers(0, 3)
+SMALL_INDEX = st.integers(0, 2)
+PLAIN_EXTRA = st.sampled_from(["", ',pod="p1",namespace="ns"', ',pod="p2",namespace="ns"'])
+PLAIN_XID = st.sampled_from([13, 79])
+PLAIN_VALUE = st.sampled_from(["0", "1", "5", "100", "0.5", "80000", "NaN"])
+PLAIN_AT = st.sampled_from(["", f" {NOW_MS}", f" {NOW_MS - 500}"])
+
+
 @st.composite
 def labels(draw: st.DrawFn) -> str:
     parts: list[str] = []
-    gpu = draw(st.one_of(st.none(), NUMBER_LABEL, st.just("2")))
+    gpu = draw(GPU_LABEL)
     if gpu is not None:
         parts.append(f'gpu="{gpu}"')
     elif draw(st.booleans()):
         parts.append(f'device="nvidia{draw(NUMBER_LABEL)}"')
-    optional = {
-        "GPU_I_ID": NUMBER_LABEL,
-        "Hostname": st.sampled_from(["n1", "n2", ""]),
-        "UUID": st.sampled_from(["GPU-a", "GPU-b"]),
-        "pod": st.sampled_from(["p1", "p2", ""]),
-        "namespace": st.sampled_from(["ns", ""]),
-        "xid": NUMBER_LABEL,
-        "window_size_in_ms": st.one_of(NUMBER_LABEL, st.just("300000")),
-        "exported_pod": st.sampled_from(["q1"]),
-    }
-    for name, values in optional.items():
-        if draw(st.integers(0, 3)) == 0:
+    for name, values in OPTIONAL_LABELS.items():
+        if draw(ONE_IN_FOUR) == 0:
             parts.append(f'{name}="{draw(values)}"')
     return ",".join(parts)
 
@@ -85,25 +96,26 @@ def labels(draw: st.DrawFn) -> str:
 @st.composite
 def metric_line(draw: st.DrawFn) -> str:
     at = draw(TIMESTAMP)
-    text = f"{draw(METRIC)}{{{draw(labels())}}} {draw(VALUE)}"
+    text = f"{draw(METRIC)}{{{draw(LABELS)}}} {draw(VALUE)}"
     return text if at is None else f"{text} {at}"
 
 
 @st.composite
 def plain_line(draw: st.DrawFn) -> str:
     """A line an exporter could write, so that pages make samples (and conflicts) often."""
-    gpu = draw(st.integers(0, 2))
-    extra = draw(st.sampled_from(["", ',pod="p1",namespace="ns"', ',pod="p2",namespace="ns"']))
+    gpu = draw(SMALL_INDEX)
+    extra = draw(PLAIN_EXTRA)
     if draw(st.booleans()):
-        extra += f',GPU_I_ID="{draw(st.integers(0, 2))}"'
+        extra += f',GPU_I_ID="{draw(SMALL_INDEX)}"'
     name = draw(METRIC)
     if name == XID_COUNT:
-        extra += f',xid="{draw(st.sampled_from([13, 79]))}",window_size_in_ms="300000"'
-    value = draw(st.sampled_from(["0", "1", "5", "100", "0.5", "80000", "NaN"]))
-    at = draw(st.sampled_from(["", f" {NOW_MS}", f" {NOW_MS - 500}"]))
+        extra += f',xid="{draw(PLAIN_XID)}",window_size_in_ms="300000"'
+    value = draw(PLAIN_VALUE)
+    at = draw(PLAIN_AT)
     return f'{name}{{gpu="{gpu}",UUID="GPU-{gpu}",Hostname="n1"{extra}}} {value}{at}'
 
 
+LABELS = labels()
 LINE = st.one_of(
     plain_line(),
     plain_line(),

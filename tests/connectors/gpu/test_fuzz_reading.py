@@ -28,33 +28,40 @@ PODS = st.sampled_from(
     [PodRef("ns", "a", "c"), PodRef("ns", "a", "d"), PodRef("ns", "b"), PodRef("", "uid:x")]
 )
 FIELDS = set(GpuSample.model_fields)
+# Built once, here: a strategy built inside the composite is validated again at every draw.
+THREE_IN_FOUR = st.sampled_from([True, True, True, False])
+INDEX, WILD_INDEX = st.integers(0, 8), st.one_of(st.integers(0, 70), INTS)
+UUID = st.one_of(st.none(), st.sampled_from(["GPU-a", "GPU-b", ""]), st.text())
+NAME = st.one_of(st.none(), st.text(max_size=30))
+ECC = st.one_of(st.none(), INTS)
+MIG_ENABLED = st.one_of(st.none(), st.booleans())
+XID = st.one_of(st.none(), st.integers(0, 200))
+PROCESSES = st.lists(st.tuples(st.integers(1, 9), BYTES), max_size=3)
+MIG_UUIDS = st.lists(st.sampled_from(["MIG-1", "MIG-2"]), max_size=2)
 
 
 def _mostly(draw: st.DrawFn, plausible: st.SearchStrategy[T], wild: st.SearchStrategy[T]) -> T:
     """A plausible value three times in four, so that samples are made about as often as
     cards are refused (``st.one_of`` leans to whichever branch has more distinct values)."""
-    return draw(plausible if draw(st.sampled_from([True, True, True, False])) else wild)
+    return draw(plausible if draw(THREE_IN_FOUR) else wild)
 
 
 @st.composite
 def readings(draw: st.DrawFn) -> NvmlReading:
     return NvmlReading(
-        index=_mostly(draw, st.integers(0, 8), st.one_of(st.integers(0, 70), INTS)),
-        uuid=draw(st.one_of(st.none(), st.sampled_from(["GPU-a", "GPU-b", ""]), st.text())),
-        name=draw(st.one_of(st.none(), st.text(max_size=30))),
+        index=_mostly(draw, INDEX, WILD_INDEX),
+        uuid=draw(UUID),
+        name=draw(NAME),
         memory_total_bytes=_mostly(draw, BYTES, INTS),
         memory_used_bytes=_mostly(draw, BYTES, INTS),
         memory_reserved_bytes=_mostly(draw, BYTES, INTS),
         gpu_util_pct=_mostly(draw, PCT, WILD_PCT),
         memory_util_pct=_mostly(draw, PCT, WILD_PCT),
-        ecc_uncorrected_volatile=draw(st.one_of(st.none(), INTS)),
-        mig_enabled=draw(st.one_of(st.none(), st.booleans())),
-        xid=_mostly(draw, st.one_of(st.none(), st.integers(0, 200)), INTS),
-        processes=tuple(
-            ProcessUse(pid=p, used_bytes=u)
-            for p, u in draw(st.lists(st.tuples(st.integers(1, 9), BYTES), max_size=3))
-        ),
-        mig_uuids=tuple(draw(st.lists(st.sampled_from(["MIG-1", "MIG-2"]), max_size=2))),
+        ecc_uncorrected_volatile=draw(ECC),
+        mig_enabled=draw(MIG_ENABLED),
+        xid=_mostly(draw, XID, INTS),
+        processes=tuple(ProcessUse(pid=p, used_bytes=u) for p, u in draw(PROCESSES)),
+        mig_uuids=tuple(draw(MIG_UUIDS)),
     )
 
 

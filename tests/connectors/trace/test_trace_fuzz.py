@@ -150,10 +150,16 @@ class TraceFile:
     """Each row is one CSV record (possibly over several lines), so rows can be counted."""
 
 
+ROWS = range(7)
+NODE_ROWS = [node_row(i) for i in ROWS]
+POD_ROWS = [pod_row(i) for i in ROWS]
+"""Each row's strategy built once: one built per draw is validated again each time."""
+
+
 @st.composite
 def trace_file(draw: st.DrawFn, kind: str) -> TraceFile:
-    row = node_row if kind == "nodes" else pod_row
-    rows = [draw(row(i)) for i in range(draw(st.integers(0, 6)))]
+    row = NODE_ROWS if kind == "nodes" else POD_ROWS
+    rows = [draw(row[i]) for i in range(draw(st.integers(0, 6)))]
     quote_all = draw(st.booleans())
     eol = draw(st.sampled_from(["\n", "\r\n"]))
     header = ",".join(NODE_COLUMNS if kind == "nodes" else POD_COLUMNS_FULL)
