@@ -16,7 +16,7 @@ from models import (
     TaskProfile,
     fingerprint_of,
 )
-from tests.models.strategies import st_node_profile
+from tests.models.result_strategies import st_node_profile
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

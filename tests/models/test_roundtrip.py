@@ -8,13 +8,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from models import Action, Envelope, EventKind, NodeProfile, Signal, TaskProfile, from_json, to_json
-from tests.models.strategies import (
-    st_action,
-    st_envelope,
-    st_node_profile,
-    st_signal,
-    st_task_profile,
-)
+from tests.models.result_strategies import st_action, st_node_profile, st_signal, st_task_profile
+from tests.models.strategies import st_envelope
 
 
 def _assert_exact(model: BaseModel) -> None:
