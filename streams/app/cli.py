@@ -102,10 +102,15 @@ def _commands_for(argv: list[str]) -> list[str]:
     return [first] if first in COMMANDS else []
 
 
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app as the command line ``argv`` gets it: with only its command loaded."""
+    return build_app(_commands_for(argv))
+
+
 def main() -> None:
     """Usage errors read as one line, like every other error gpufrag reports."""
     try:
-        rc = build_app(_commands_for(sys.argv[1:]))(standalone_mode=False)
+        rc = app_for(sys.argv[1:])(standalone_mode=False)
     except click_exceptions.NoArgsIsHelpError as exc:
         typer.echo(exc.format_message())
         sys.exit(0)

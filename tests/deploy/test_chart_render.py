@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from models.settings import GpufragSettings
-from streams.app.cli import _commands_for, build_app
+from streams.app.cli import app_for
 from tests.deploy.chart import (
     CHART,
     VALUE_SETS,
@@ -267,11 +267,10 @@ def test_commands_and_settings_are_ones_gpufrag_accepts(
     runner = CliRunner()
     for where, c in containers(render(helm, value_set)):
         # Every option name exists: Click parses them all before it answers --help. The app is
-        # built as `main` builds it for these arguments (in this process: a subprocess per
+        # the one `main` builds for these arguments (in this process: a subprocess per
         # container took 1-3 s, most of this test's time; the entry point itself is tested in
         # test_cli_core and by the image's tests).
-        app = build_app(_commands_for(c["args"]))
-        out = runner.invoke(app, [*c["args"], "--help"])
+        out = runner.invoke(app_for(c["args"]), [*c["args"], "--help"])
         assert out.exit_code == 0, (where, out.output)
         assert out.output.startswith("Usage: "), (where, out.output)
         # Every GPUFRAG_ variable is a setting, with a value the settings model accepts (a
