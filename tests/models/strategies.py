@@ -64,7 +64,6 @@ _cpu = st.integers(min_value=0, max_value=CPU_MILLI_MAX)
 _mem = st.integers(min_value=0, max_value=MEMORY_MIB_MAX)
 _gpu_mem = st.integers(min_value=0, max_value=GPU_MEMORY_MIB_MAX)
 _mig = st.integers(min_value=0, max_value=MIG_DEVICES_MAX)
-_opt_text = st.none() | st.text(max_size=20)
 _finite = st.floats(allow_nan=False, allow_infinity=False)
 
 
