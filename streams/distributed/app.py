@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from faust.types import TP
 from faust.types.auth import CredentialsT
 
 from models import EventKind
 from streams.distributed import topics
 from streams.distributed.codec import dead_letter
 from streams.distributed.flow import KeepQueuesWhileFlowing
+from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import KeyedStage, Reject, StageCounters, StageLogic
 from streams.distributed.stages import ClusterLogic, NodeLogic, Outlets, TaskLogic
-from streams.distributed.transport import REWOUND_HOOK
+from streams.distributed.transport import LEDGER, REWOUND_HOOK
 from streams.pipeline import InstantOutput, PipelineDef
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ class WorkerStats:
 
     counters: dict[str, int]
     held: Callable[[], int]
+    lag: Callable[[], dict[tuple[str, int], int]]
+    """Per input partition held by this worker: messages past where the group would resume."""
 
 
 def _faust_app(cfg: WorkerConfig) -> faust.App:
@@ -76,7 +80,10 @@ def _faust_app(cfg: WorkerConfig) -> faust.App:
         producer_acks=-1,
         consumer_auto_offset_reset="earliest",
         web_enabled=False,
-        broker_commit_every=200,
+        # commits are the ledger's (transport.py); each flushes the producer first, so one
+        # every 2 s, not every few hundred messages
+        broker_commit_every=1_000_000,
+        broker_commit_interval=2.0,
         # held (not yet released) input stays unacknowledged by design: shutdown and rebalance
         # must not wait for it; the partition's next owner reads it again
         stream_wait_empty=False,
@@ -120,6 +127,15 @@ def _marks(cfg: WorkerConfig, name: dict[str, str]) -> dict[str, Callable[[], Wa
         ),
     }
 
+
+READS: dict[str, tuple[topics.TopicSpec, ...]] = {
+    "tasks": (topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS),
+    "nodes": (topics.NODES, topics.GPU_SAMPLES, topics.SCHEDULER_EVENTS, topics.NODE_BINDINGS),
+    # quota and queue objects go straight to the cluster view: low-rate, cluster-wide, and one
+    # partition like the deltas, so Faust assigns both to the same worker
+    "cluster": (topics.CAPACITY_DELTAS, topics.QUEUES),
+}
+"""Each stage's input topics (the scheduler events feed two), so the commit waits for both."""
 
 LOG_EVERY_S = 60.0
 """One line per (topic, reason) a minute: a producer sending garbage at 1,000 messages a
@@ -223,6 +239,8 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         reports=topic(topics.CLUSTER_REPORTS),
     )
     marks = _marks(cfg, name)
+    ledger = _ledger(name)
+    setattr(app, LEDGER, ledger)
     tables = {n: table(n) for n in ("tasks", "node-states", "cluster")}
     logics: tuple[StageLogic, ...] = (
         TaskLogic(cfg.pipeline, tables["tasks"], out),
@@ -231,30 +249,53 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     )
     stages = {
         logic.name: KeyedStage(
-            logic, table=t, marks=marks[logic.name], reject=reject, counters=counters
+            logic,
+            table=t,
+            marks=marks[logic.name],
+            reject=reject,
+            counters=counters,
+            ledger=ledger,
         )
         for logic, t in zip(logics, tables.values(), strict=True)
     }
     _forget_on_revoke_and_rewind(app, stages, name)
 
-    @app.agent(topic(topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS))
+    @app.agent(topic(*READS["tasks"]))
     async def task_agent(stream: Any) -> AsyncIterator[None]:
         async for _ in stages["tasks"].run(stream):
             yield None
 
-    @app.agent(
-        topic(topics.NODES, topics.GPU_SAMPLES, topics.SCHEDULER_EVENTS, topics.NODE_BINDINGS)
-    )
+    @app.agent(topic(*READS["nodes"]))
     async def node_agent(stream: Any) -> AsyncIterator[None]:
         async for _ in stages["nodes"].run(stream):
             yield None
 
-    # quota and queue objects go straight to the cluster view: low-rate, cluster-wide, and
-    # one partition like the deltas, so Faust assigns both to the same worker
-    @app.agent(topic(topics.CAPACITY_DELTAS, topics.QUEUES))
+    @app.agent(topic(*READS["cluster"]))
     async def cluster_agent(stream: Any) -> AsyncIterator[None]:
         async for _ in stages["cluster"].run(stream):
             yield None
 
     held = lambda: sum(s.waiting for s in stages.values())  # noqa: E731
-    return app, WorkerStats(counters=counts, held=held)
+    return app, WorkerStats(counters=counts, held=held, lag=lambda: _lag(app, ledger))
+
+
+def _ledger(name: dict[str, str]) -> CommitLedger:
+    readers: dict[str, set[str]] = {}
+    for stage, specs in READS.items():
+        for spec in specs:
+            readers.setdefault(name[spec.name], set()).add(stage)
+    return CommitLedger(readers)
+
+
+def _lag(app: faust.App, ledger: CommitLedger) -> dict[tuple[str, int], int]:
+    """The highwater the consumer last fetched, less where the group would resume; a
+    partition not fetched since its assignment is left out."""
+    out: dict[tuple[str, int], int] = {}
+    for (t, p), resume in sorted(ledger.commits().items()):
+        try:
+            high = app.consumer.highwater(TP(t, p))
+        except Exception:  # revoked meanwhile, or no consumer yet
+            continue
+        if high is not None:
+            out[(t, p)] = max(0, high - resume)
+    return out

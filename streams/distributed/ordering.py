@@ -88,6 +88,26 @@ class Watermarks:
         for source, needs in orjson.loads(known).items():
             self._needs.setdefault(source, frozenset(needs))
 
+    def save(self) -> bytes:
+        """Every channel's progress and the outside sources' topics (JSON), kept with the
+        stage's release mark: a restarted stage resumes from it, so the reports it covers need
+        not be read again and the worker may commit past them."""
+        return orjson.dumps(
+            {
+                "needs": {s: sorted(t) for s, t in sorted(self._needs.items())},
+                "upto": [[s, t, at.isoformat()] for (s, t), at in sorted(self._upto.items())],
+            }
+        )
+
+    def load(self, saved: bytes) -> None:
+        body = orjson.loads(saved)
+        self.expect(orjson.dumps(body["needs"]))
+        for source, topic, at in body["upto"]:
+            when = datetime.fromisoformat(at)
+            old = self._upto.get((source, topic))
+            if old is None or when > old:
+                self._upto[(source, topic)] = when
+
     def snapshot(self) -> dict[str, object]:
         """For logs and metrics: each channel's progress."""
         return {f"{s}@{t}": at.isoformat() for (s, t), at in sorted(self._upto.items())}

@@ -6,10 +6,12 @@ its state is written; record how far the partition released; drop redelivered co
 everything held when partitions are revoked. What differs between stages (what a message is,
 which operator it feeds, where the outputs go) is a ``StageLogic`` of about fifty lines.
 
-Held input is never acknowledged, so after a crash or a rebalance Kafka hands it to the
-partition's next owner. Each partition's latest progress report per channel is held
-unacknowledged too: a restarted owner reads it again after the items it covers, and can release
-them.
+Held input is never acknowledged. The worker commits a partition only up to the first message
+a stage has not finished (``offsets.CommitLedger``, told here): an item once its release has
+settled and the partition's mark is written, a progress report once the sources' progress is
+written with a mark (``Watermarks.save``), telemetry once a mark has passed its time, a copy or
+a dead letter at once. So after a crash or a rebalance Kafka hands what was not finished to the
+partition's next owner, which resumes from the mark and the saved progress.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 
 from models.progress import SourceProgress
 from streams.distributed.codec import describe_error
+from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Reorder, Watermarks
 from streams.instants import OrderKey
 
@@ -47,6 +50,9 @@ class Direct:
     """Telemetry (a GPU memory peak): applied as it comes, never held or waited for."""
 
     item: object
+    at: datetime
+    """Its event time: the cluster view holds it until its instant is evaluated, so it counts
+    as finished (committable) once the partition's release mark has passed it."""
 
 
 Decoded = SourceProgress | HeldInput | Direct | None
@@ -101,7 +107,12 @@ def released_key(p: int) -> bytes:
 
 
 def sources_key(p: int) -> bytes:
+    """The outside sources heard from, as versions before ``progress_key`` kept them."""
     return f"~sources/{p}".encode()
+
+
+def progress_key(p: int) -> bytes:
+    return f"~progress/{p}".encode()
 
 
 class KeyedStage:
@@ -113,17 +124,21 @@ class KeyedStage:
         marks: Callable[[], Watermarks],
         reject: Reject,
         counters: StageCounters,
+        ledger: CommitLedger,
     ) -> None:
         self.logic = logic
+        self.ledger = ledger
         self.table = table
         self._marks = marks
         self._reject = reject
         self.counters = counters
         self.buffers: dict[int, Reorder[Any]] = {}
-        self._held: dict[int, dict[tuple[str, str], Any]] = {}
         self._holding: dict[int, set[Position]] = {}
         """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
+        self._unmarked: dict[int, list[tuple[datetime | None, Position]]] = {}
+        """Telemetry applied ahead of its partition's mark (finished once a mark passes its
+        time) and progress reports not yet saved (time None: finished at the next mark)."""
 
     @property
     def waiting(self) -> int:
@@ -138,19 +153,25 @@ class KeyedStage:
 
     async def on_event(self, s: Any, event: Any) -> None:
         msg = event.message
+        self.counters.add("read")
         try:
             decoded = self.logic.decode(msg.topic, event.value)
         except Exception as exc:  # not one of ours: dead letter, go on
             await self._reject(event, describe_error(exc))
-            await s.ack(event)
+            await self._ack(s, event)
             return
         if decoded is None:
-            await s.ack(event)
+            await self._ack(s, event)
         elif isinstance(decoded, SourceProgress):
             await self._progress(s, msg.partition, event, decoded)
         elif isinstance(decoded, Direct):
             await self.logic.apply(None, decoded.item)
             await s.ack(event)
+            buf = self.buffer(msg.partition)
+            if buf.released is not None and decoded.at <= buf.released:
+                self._finished(msg)  # applied behind the mark: written as it was applied
+            else:
+                self._unmarked.setdefault(msg.partition, []).append((decoded.at, position(msg)))
         else:
             buf = self.buffer(msg.partition)
             why = buf.lateness(decoded.order.at)
@@ -167,6 +188,30 @@ class KeyedStage:
             else:
                 await self._drop_late(s, event, "redelivered" if decoded.derived else why, buf)
 
+    async def _ack(self, s: Any, event: Any) -> None:
+        """Acknowledge a message whose handling is complete: dropped as a copy, dead-lettered,
+        or a progress report superseded by the next."""
+        await s.ack(event)
+        self._finished(event.message)
+
+    def _finished(self, msg: Any) -> None:
+        self.ledger.done(self.logic.name, msg.topic, msg.partition, msg.offset)
+
+    def _marked(self, p: int, upto: datetime, released: list[Position]) -> None:
+        """The partition's mark and its sources' progress were written at ``upto``: what it
+        released is in the stage's state (the cluster view applies its input only when it
+        settles), and so are the reports read since the last mark and the telemetry applied at
+        or before that time."""
+        waiting = self._unmarked.pop(p, [])
+        done = released + [pos for at, pos in waiting if at is None or at <= upto]
+        later: list[tuple[datetime | None, Position]] = [
+            (at, pos) for at, pos in waiting if at is not None and at > upto
+        ]
+        if later:
+            self._unmarked[p] = later
+        for topic, partition, offset in done:
+            self.ledger.done(self.logic.name, topic, partition, offset)
+
     def buffer(self, p: int) -> Reorder[Any]:
         buf = self.buffers.get(p)
         if buf is None:
@@ -174,8 +219,11 @@ class KeyedStage:
             raw = self.table.get(released_key(p))
             if raw is not None:
                 buf.released = buf.restored = datetime.fromisoformat(raw.decode())
+            saved = self.table.get(progress_key(p))
             known = self.table.get(sources_key(p))
-            if known is not None:
+            if saved is not None:
+                buf.watermarks.load(saved)
+            elif known is not None:  # kept by an older version: wait for each source again
                 buf.watermarks.expect(known)
             self.buffers[p] = buf
         return buf
@@ -184,37 +232,39 @@ class KeyedStage:
         """Held input was not acknowledged: the partitions' next owners read it again."""
         for p in partitions:
             self.buffers.pop(p, None)
-            self._held.pop(p, None)
             self._holding.pop(p, None)
+            self._unmarked.pop(p, None)
             self._rereported.discard(p)
         self.logic.reset()
 
     async def _progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
         buf = self.buffer(p)
-        before = buf.watermarks.known()
         buf.watermarks.on_progress(event.message.topic, progress)
-        after = buf.watermarks.known()
-        if after != before:  # a new source: waited for after a restart too
-            self.table[sources_key(p)] = after
-        await self._hold_progress(s, p, event, progress)
+        await s.ack(event)
+        self._unmarked.setdefault(p, []).append((None, position(event.message)))
         wm, ready = buf.ready()
         if wm is None:
             await self._report_restored(p, buf)
             return
         holding = self._holding.get(p, set())
+        released: list[Position] = []
         for order, (ev, item) in ready:
             if self.buffers.get(p) is not buf:
                 return  # revoked meanwhile: its next owner redoes the rest, so no mark
             await self.logic.apply(order, item)
             if self.buffers.get(p) is not buf:
                 return  # forgotten while applying: its state was not written either
-            holding.discard(position(ev.message))
+            at = position(ev.message)
+            holding.discard(at)
             await s.ack(ev)
+            released.append(at)
         self.counters.add("released", len(ready))
         await self.logic.settle(p, wm)
         if self.buffers.get(p) is not buf:
             return  # forgotten while settling: all of it is read and released again
         self.table[released_key(p)] = wm.isoformat().encode()
+        self.table[progress_key(p)] = buf.watermarks.save()
+        self._marked(p, wm, released)
         await self.logic.report(p, wm)
 
     async def _report_restored(self, p: int, buf: Reorder[Any]) -> None:
@@ -230,16 +280,6 @@ class KeyedStage:
             self._rereported.add(p)
             await self.logic.report(p, mark)
 
-    async def _hold_progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
-        """Keep a channel's latest report unacknowledged: after a crash it is read again, after
-        the items it covers, so the restarted stage can release them."""
-        channel = (progress.source, event.message.topic)
-        per = self._held.setdefault(p, {})
-        prev = per.get(channel)
-        per[channel] = event
-        if prev is not None:
-            await s.ack(prev)
-
     async def _drop_late(self, s: Any, event: Any, why: str, buf: Reorder[Any]) -> None:
         if why == "redelivered":
             self.counters.add("redelivered")
@@ -250,4 +290,4 @@ class KeyedStage:
                 f"late: event time at or before {buf.released.isoformat()}, which its source "
                 "had already reported complete",
             )
-        await s.ack(event)
+        await self._ack(s, event)

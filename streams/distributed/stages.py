@@ -131,7 +131,7 @@ class TaskLogic:
             peak, _ = decoded
             if not isinstance(peak, PeakReport):
                 raise DecodeError(f"expected a peak report, got {type(peak).__name__}")
-            return Direct(TaskInput(peak.key, peak, peak.at))
+            return Direct(TaskInput(peak.key, peak, peak.at), peak.at)
         item = decode_input(raw)
         if isinstance(item, SourceProgress):
             return item
@@ -318,7 +318,7 @@ class ClusterLogic:
         if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate | QuotaRefused):
             raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
         if order is None:
-            return Direct(delta)  # telemetry-driven (a memory peak): applied as it comes
+            return Direct(delta, delta.at)  # telemetry-driven (a memory peak): applied as it comes
         return HeldInput(order, delta, derived=True)
 
     async def apply(self, order: OrderKey | None, item: object) -> None:

@@ -3,29 +3,25 @@
 - Every producer is idempotent with acks=all. Faust turns idempotence on only inside
   transactions; at-least-once processing still wants it, so a retried produce never duplicates
   or reorders a partition.
-- The worker's consumer commits no offsets, and after every rebalance it reads each input
-  partition again from its start. The stages hold input (not acknowledged) until every source
-  has reported progress past it, and rely on reading held input again after a rebalance; each
-  stage's table says how far it had released, so what it reads again up to there is dropped as
-  redelivered, and an item read again while its first copy is still held is dropped too
-  (``stage.py``). Faust cannot be trusted with any of it:
-  - its commit arithmetic checks for a hole at the head of the acknowledged run off by one, and
-    not at all before a partition's first commit, and its stream acknowledges the messages it
-    skips during a rebalance (those fetched while the flow was stopped or under the previous
-    generation): a commit could pass held input, lost at the next crash;
-  - after a rebalance aiokafka's "seek to committed" leaves a partition without a commit
-    wherever the consumer had got to. With 2 workers and one leaving mid-stream, 4 runs in 20
-    under load on 2 cores lost every input message read between the last release and the
-    rebalance, on every partition (141 pod events, and the signals after them): the survivor
-    went on past what its stages had been holding when the rebalance made them forget it;
-  - its consumer drops a message below the last offset it delivered for the partition (its
-    "read offset"), so after a seek back it would drop what the stages had forgotten.
-  So at the end of each rebalance's recovery (Faust's seek) every stream partition without a
-  commit goes back to its start, the agents' queues are emptied and the stages forget what
-  they held or were releasing for it, as on a revocation (``REWOUND_HOOK``); and the read
-  offsets are kept for table changelogs only (Faust's recovery seeks those), so nothing
-  forgotten is dropped when it is read again. The cost: a rebalance re-reads the retained
-  input (7 days) and drops it again.
+- The worker's consumer commits each input partition up to the first message a stage has not
+  finished (``offsets.CommitLedger``, told by the stages), never by Faust's own acknowledgement
+  bookkeeping: Faust's stream acknowledges the messages it skips during a rebalance (fetched
+  while the flow was stopped or under the previous generation), which no stage saw, and its
+  commit arithmetic misses a hole at the head of the acknowledged run. Either would commit past
+  held input, lost at the next crash.
+- After a rebalance aiokafka's "seek to committed" leaves a partition without a commit wherever
+  the consumer had got to. With 2 workers and one leaving mid-stream, 4 runs in 20 under load on
+  2 cores lost every input message read between the last release and the rebalance, on every
+  partition (141 pod events, and the signals after them): the survivor went on past what its
+  stages had been holding when the rebalance made them forget it. So at the end of each
+  rebalance's recovery (Faust's seek) every stream partition without a commit goes back to its
+  start, the agents' queues are emptied and the stages forget what they held or were releasing
+  for it, as on a revocation (``REWOUND_HOOK``). A partition with a commit is read from it.
+- Faust's consumer drops a message below the last offset it delivered for the partition (its
+  "read offset"), so after a seek back it would drop what the stages had forgotten: the read
+  offsets are kept for table changelogs only (Faust's recovery seeks those). The stages
+  recognise a copy themselves (``stage.py``): behind their release mark it is redelivered, and
+  read while its first copy is still held it is dropped.
 
 Registered as the ``gpufrag://`` broker scheme through Faust's own transport entry point (see
 pyproject.toml).
@@ -34,12 +30,14 @@ pyproject.toml).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from aiokafka import TopicPartition
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+
+from streams.distributed.offsets import CommitLedger
 
 Rewound = Callable[[set[TP]], None]
 """Told which stream partitions went back to their start, before anything is read again."""
@@ -47,6 +45,10 @@ Rewound = Callable[[set[TP]], None]
 REWOUND_HOOK = "gpufrag_rewound"
 """The attribute of the Faust app holding its ``Rewound`` callback (set by the worker's app,
 ``streams.distributed.app``, whose stages forget those partitions)."""
+
+LEDGER = "gpufrag_ledger"
+"""The attribute of the Faust app holding its ``CommitLedger`` (set by the worker's app; a
+consumer without one commits nothing)."""
 
 
 class IdempotentProducer(faust_aiokafka.Producer):
@@ -79,23 +81,60 @@ class HoldingConsumer(faust_aiokafka.Consumer):
         super().__init__(*args, **kwargs)
         self._read_offset = ChangelogReadOffsets(self._is_changelog_tp)
 
+    @property
+    def ledger(self) -> CommitLedger | None:
+        ledger: CommitLedger | None = getattr(self.app, LEDGER, None)
+        return ledger
+
+    def _filter_tps_with_pending_acks(self, topics: Any = None) -> Iterator[TP]:
+        # Faust's acknowledgement lists decide nothing here (see the module's docstring);
+        # emptied at each commit so they do not grow for the life of the worker
+        self._acked.clear()
+        self._acked_index.clear()
+        if self.ledger is None:
+            return iter(())
+        tps = [TP(t, p) for (t, p), _ in self.ledger.committable()]
+        return (tp for tp in tps if topics is None or tp in topics or tp.topic in topics)
+
     def _new_offset(self, tp: TP) -> int | None:
-        return None  # never commit (see the module's docstring)
+        return None if self.ledger is None else self.ledger.safe(tp.topic, tp.partition)
+
+    async def _commit(self, offsets: Mapping[TP, int]) -> bool:
+        ok: bool = await super()._commit(offsets)
+        if ok and self.ledger is not None:
+            for tp, offset in offsets.items():
+                self.ledger.committed(tp.topic, tp.partition, offset)
+        return ok
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        # no commit here: the rebalance listener runs on the consumer's thread, which the
+        # commit would wait for; what was finished since the last commit is read again
+        if self.ledger is not None:
+            for tp in revoked:
+                self.ledger.forget(tp.topic, tp.partition)
+        await super().on_partitions_revoked(revoked)
 
     async def perform_seek(self) -> None:
         await super().perform_seek()
+        streams = {tp for tp in self.assignment() if not self._is_changelog_tp(tp)}
         rewound = rewind_targets(
-            self.assignment(), committed=self._committed_offset, changelog=self._is_changelog_tp
+            streams, committed=self._committed_offset, changelog=self._is_changelog_tp
         )
-        if not rewound:
-            return
-        await self._thread.seek_to_beginning(*(TopicPartition(t, p) for t, p in rewound))
-        # nothing read before the seek is used: copies still queued for the agents go, and
-        # the stages forget what they held (all of it is read again)
-        self.app.flow_control.clear()
-        hook: Rewound | None = getattr(self.app, REWOUND_HOOK, None)
-        if hook is not None:
-            hook(rewound)
+        if rewound:
+            await self._thread.seek_to_beginning(*(TopicPartition(t, p) for t, p in rewound))
+            # nothing read before the seek is used: copies still queued for the agents go, and
+            # the stages forget what they held (all of it is read again)
+            self.app.flow_control.clear()
+            hook: Rewound | None = getattr(self.app, REWOUND_HOOK, None)
+            if hook is not None:
+                hook(rewound)
+        if self.ledger is not None and streams:
+            # a commit below the log's start (retention) reads from the start: nothing below
+            # it exists to wait for
+            earliest = await self._thread.earliest_offsets(*streams)
+            for tp in streams:
+                start = max(earliest.get(tp) or 0, self._committed_offset.get(tp) or 0)
+                self.ledger.start(tp.topic, tp.partition, start)
 
 
 class Transport(faust_aiokafka.Transport):

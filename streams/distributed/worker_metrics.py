@@ -2,8 +2,8 @@
 
 Faust's web server is off in gpufrag workers, so these are served by prometheus-client on a
 port of their own: what was dead-lettered, released, recognised as redelivered, signalled, how
-often kube-scheduler's verdict on a pending pod disagreed with gpufrag's, and how much input is
-held waiting for the sources' progress.
+often kube-scheduler's verdict on a pending pod disagreed with gpufrag's, how much input is
+held waiting for the sources' progress, and how far each input partition is past its commit.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 HELP = {
+    "read": "Input messages handed to a stage (one read by two stages counts twice)",
     "dead_letters": "Messages sent to the dead-letter topic (malformed, or late)",
     "released": "Input items released in event-time order and processed",
     "redelivered": "Redelivered copies of items already processed, dropped",
@@ -24,9 +25,16 @@ HELP = {
 
 
 class WorkerCollector(Collector):
-    def __init__(self, *, counters: Mapping[str, int], held: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        *,
+        counters: Mapping[str, int],
+        held: Callable[[], int],
+        lag: Callable[[], Mapping[tuple[str, int], int]],
+    ) -> None:
         self.counters = counters
         self.held = held
+        self.lag = lag
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         for name, text in HELP.items():
@@ -58,3 +66,12 @@ class WorkerCollector(Collector):
             "Input items held until every source has reported progress past them",
             value=self.held(),
         )
+        lag = GaugeMetricFamily(
+            "gpufrag_worker_consumer_lag_messages",
+            "Messages on an input partition past where the worker group would resume it (its "
+            "committed offset): what a restart would read again, held input included",
+            labels=["topic", "partition"],
+        )
+        for (topic, partition), n in sorted(self.lag().items()):
+            lag.add_metric([topic, str(partition)], n)
+        yield lag

@@ -4,15 +4,13 @@ signals of the given kinds each gives, as ``signal_key``s (identity, state, time
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from models import Envelope, GpufragSettings, Signal, from_json, to_json
 from streams.distributed import topics
 from streams.pipeline import define_pipeline
-from tests.distributed.worker_helpers import collect, kafka_env, signal_key, start_worker
+from tests.distributed.worker_helpers import collect, publish, signal_key, start_worker
 from tests.streams.pipeline_feed import feed
 
 SignalKey = tuple[object, ...]
@@ -41,18 +39,7 @@ def through_worker(
     file.write_bytes(b"".join(to_json(e) + b"\n" for e in envs))
     proc = start_worker(bootstrap, prefix, work / "worker.log")
     try:
-        out = subprocess.run(
-            [
-                *(sys.executable, "-m", "streams.app", "publish"),
-                *("--file", str(file), "--prefix", prefix),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=kafka_env(bootstrap),
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+        publish(bootstrap, prefix, "--file", str(file))
         raw = asyncio.run(collect(bootstrap, topic, done=done, timeout_s=240, settle_s=3.0))
         return raw, (work / "worker.log").read_text()[-3000:]
     finally:

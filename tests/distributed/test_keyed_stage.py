@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
+
 from models import EventKind
 from models.progress import SourceProgress
+from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Watermarks
-from streams.distributed.stage import Decoded, HeldInput, KeyedStage, StageCounters
+from streams.distributed.stage import Decoded, Direct, HeldInput, KeyedStage, Reject, StageCounters
 from streams.instants import OrderKey
 
 T0 = datetime(2023, 7, 1, tzinfo=UTC)
@@ -44,23 +47,36 @@ class _Stream:
 
 @dataclass
 class _Logic:
-    """Items are ``item:<seconds>``, progress reports ``upto:<seconds>``."""
+    """Items are ``item:<seconds>``, progress reports ``upto:<seconds>`` (and a second
+    source's ``late-upto:<seconds>``), telemetry ``peak:<seconds>``; anything else is
+    refused."""
 
     name: str = "toy"
     applied: list[str] = field(default_factory=list)
+    ledger: CommitLedger | None = None
+    safe_when_settling: list[int | None] = field(default_factory=list)
+    """Where the partition could be committed each time a release settled."""
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         kind, _, seconds = raw.decode().partition(":")
         at = T0 + timedelta(seconds=int(seconds))
         if kind == "upto":
             return SourceProgress(source="publisher", upto=at, kinds=(EventKind.POD,))
+        if kind == "late-upto":  # a second source, behind the first
+            return SourceProgress(source="watcher", upto=at, kinds=(EventKind.POD,))
+        if kind == "peak":
+            return Direct(raw.decode(), at)
+        if kind != "item":
+            raise ValueError(f"not ours: {raw!r}")
         return HeldInput(OrderKey(at, int(seconds), "publisher", raw.decode()), raw.decode())
 
     async def apply(self, order: OrderKey | None, item: object) -> None:
         self.applied.append(str(item))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        """Each item is whole once applied: nothing to settle."""
+        """What a release applied is in the state only now (as the cluster view's instants)."""
+        if self.ledger is not None:
+            self.safe_when_settling.append(self.ledger.safe("pods", p))
 
     async def report(self, p: int, upto: datetime) -> None:
         """No stage downstream."""
@@ -73,15 +89,18 @@ async def _rejected(event: Any, reason: str) -> None:
     raise AssertionError(f"dead-lettered: {reason}")
 
 
-def _stage() -> tuple[KeyedStage, _Logic, StageCounters]:
-    logic = _Logic()
+def _stage(reject: Reject = _rejected) -> tuple[KeyedStage, _Logic, StageCounters]:
+    ledger = CommitLedger({"pods": ["toy"]})
+    ledger.start("pods", 0, 0)
+    logic = _Logic(ledger=ledger)
     counters = StageCounters({})
     stage = KeyedStage(
         logic,
         table={},
         marks=lambda: Watermarks(topic_of_kind={EventKind.POD: "pods"}),
-        reject=_rejected,
+        reject=reject,
         counters=counters,
+        ledger=ledger,
     )
     return stage, logic, counters
 
@@ -97,11 +116,11 @@ def test_a_held_item_read_again_is_dropped_and_applied_once() -> None:
     _read(stage, stream, 0, "item:10")
     _read(stage, stream, 1, "item:20")
     _read(stage, stream, 0, "item:10")  # the rewind's copy, while the first is still held
-    assert counters.counts == {"read_twice": 1}
+    assert counters.counts == {"read": 3, "read_twice": 1}
     assert stream.acked == []  # the copy is not acknowledged: its first delivery will be
     _read(stage, stream, 2, "upto:20")
     assert logic.applied == ["item:10", "item:20"]
-    assert stream.acked == [0, 1]
+    assert stream.acked == [2, 0, 1]
 
 
 def test_after_a_rewind_what_was_released_is_redelivered_and_what_was_held_is_read_afresh() -> None:
@@ -116,3 +135,89 @@ def test_after_a_rewind_what_was_released_is_redelivered_and_what_was_held_is_re
     assert logic.applied == ["item:10", "item:20"]
     assert counters.counts["redelivered"] == 1
     assert "read_twice" not in counters.counts
+
+
+def _committable(stage: KeyedStage) -> int | None:
+    return stage.ledger.safe("pods", 0)
+
+
+def test_the_commit_stops_at_held_input_and_passes_a_report_once_its_progress_is_saved() -> None:
+    stage, logic, _ = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "item:20", "upto:10"]):
+        _read(stage, stream, offset, raw)
+    assert logic.applied == ["item:10"]
+    assert _committable(stage) == 1  # item:20 is held
+    _read(stage, stream, 3, "upto:20")
+    assert logic.applied == ["item:10", "item:20"]
+    assert _committable(stage) == 4
+    saved = orjson.loads(stage.table[b"~progress/0"])
+    assert saved["upto"] == [["publisher", "pods", (T0 + timedelta(seconds=20)).isoformat()]]
+
+
+def test_a_release_is_committable_only_after_it_settled_and_its_mark_was_written() -> None:
+    stage, logic, _ = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "item:20", "upto:20", "item:30", "upto:30"]):
+        _read(stage, stream, offset, raw)
+    # while the first release settled, nothing of it could be committed; while the second
+    # did, the first release and its report, up to item:30 at offset 3
+    assert logic.safe_when_settling == [0, 3]
+    assert stage.table[b"~released/0"] == (T0 + timedelta(seconds=30)).isoformat().encode()
+    assert _committable(stage) == 5
+
+
+def test_telemetry_ahead_of_the_mark_waits_for_a_mark_that_passes_it() -> None:
+    stage, logic, _ = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "upto:10", "peak:40", "peak:5"]):
+        _read(stage, stream, offset, raw)
+    assert logic.applied == ["item:10", "peak:40", "peak:5"]
+    assert _committable(stage) == 2  # peak:5 at 3 is finished already, peak:40 is not
+    _read(stage, stream, 4, "item:20")
+    _read(stage, stream, 5, "upto:30")
+    assert _committable(stage) == 2  # peak:40 waits for a mark at or past its time
+    _read(stage, stream, 6, "upto:40")
+    assert _committable(stage) == 7
+
+
+def test_a_dead_lettered_message_is_committable_at_once() -> None:
+    refused: list[str] = []
+
+    async def reject(event: Any, reason: str) -> None:
+        refused.append(reason)
+
+    stage, _, counters = _stage(reject)
+    stream = _Stream()
+    _read(stage, stream, 0, "junk:1")
+    _read(stage, stream, 1, "junk:2")
+    assert len(refused) == 2 and all("not ours" in r for r in refused)
+    assert _committable(stage) == 2
+    assert counters.counts["read"] == 2
+
+
+def test_a_revoked_partitions_held_input_is_never_committed() -> None:
+    stage, _, _ = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "upto:10", "item:20", "peak:30"]):
+        _read(stage, stream, offset, raw)
+    stage.revoked({0})
+    _read(stage, stream, 4, "upto:30")  # the next owner's report, past the forgotten input
+    assert _committable(stage) == 2
+
+
+def test_a_restarted_stage_resumes_from_the_saved_progress() -> None:
+    """Two sources: the second reported once, far ahead, and stopped. Its report was committed
+    past, so a restarted stage never reads it again, and still releases on the first source's
+    reports alone; what was released before the restart is not read again at all."""
+    stage, logic, _ = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "upto:10", "late-upto:40", "item:20", "upto:30"]):
+        _read(stage, stream, offset, raw)
+    assert logic.applied == ["item:10", "item:20"]
+    assert _committable(stage) == 5
+    stage.revoked({0})  # the worker restarts; its successor reads from the commit
+    _read(stage, stream, 5, "item:35")
+    _read(stage, stream, 6, "upto:40")
+    assert logic.applied == ["item:10", "item:20", "item:35"]
+    assert _committable(stage) == 7

@@ -37,6 +37,7 @@ from tests.distributed.worker_helpers import (
     collect,
     kafka_env,
     last_event_time,
+    publish,
     signal_key,
     start_sink,
     start_worker,
@@ -75,15 +76,7 @@ def _publish_cmd(prefix: str, nodes: int) -> list[str]:
 
 
 def _publish(bootstrap: str, prefix: str, nodes: int) -> None:
-    out = subprocess.run(
-        _publish_cmd(prefix, nodes),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=kafka_env(bootstrap),
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    publish(bootstrap, prefix, "--node-limit", str(nodes))
 
 
 def _got(raw: list[bytes]) -> tuple[set[tuple[object, ...]], list[str]]:

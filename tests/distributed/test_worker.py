@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from tests.app.pipeline_helpers import store_at
 from tests.app.reference_replay import NODE_LIMIT, operator_signals
 from tests.distributed.worker_helpers import (
     collect,
-    kafka_env,
+    publish,
     signal_key,
     start_sink,
     start_worker,
@@ -71,24 +69,7 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
     sink = start_sink(kafka_bootstrap, topic_prefix, dsn, tmp_path / "sink.log")
     try:
         asyncio.run(_send_malformed(kafka_bootstrap, topic_prefix))
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "streams.app",
-                "publish",
-                "--node-limit",
-                str(NODE_LIMIT),
-                "--prefix",
-                topic_prefix,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=kafka_env(kafka_bootstrap),
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
+        publish(kafka_bootstrap, topic_prefix, "--node-limit", str(NODE_LIMIT))
 
         # The cluster view restores event-time order, so every signal (unplaceable pods and
         # cluster-wide ones included) matches the embedded runner's, evidence and times too.

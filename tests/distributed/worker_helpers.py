@@ -65,6 +65,21 @@ def start_worker(
     return proc
 
 
+def publish(bootstrap: str, prefix: str, *args: str) -> str:
+    """``gpufrag publish --prefix PREFIX ARGS`` to the end (the bundled trace unless ARGS name
+    a file); its output, once it succeeded."""
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.app", "publish", "--prefix", prefix, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=kafka_env(bootstrap),
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def start_sink(
     bootstrap: str,
     prefix: str,

@@ -162,7 +162,7 @@ async def test_a_worker_counts_what_its_cluster_view_finds_and_never_goes_down()
     pipeline = define_pipeline(GpufragSettings())
     logic = ClusterLogic(pipeline, {}, out, StageCounters(counts))
     registry = CollectorRegistry()
-    registry.register(WorkerCollector(counters=counts, held=lambda: 0))
+    registry.register(WorkerCollector(counters=counts, held=lambda: 0, lag=dict))
 
     async def feed(envs: list[Envelope], upto: float) -> None:
         for key, delta in _deltas(envs):
@@ -182,5 +182,5 @@ async def test_a_worker_counts_what_its_cluster_view_finds_and_never_goes_down()
 
 def test_the_worker_shows_no_disagreement_before_one() -> None:
     registry = CollectorRegistry()
-    registry.register(WorkerCollector(counters={"signals": 3}, held=lambda: 0))
+    registry.register(WorkerCollector(counters={"signals": 3}, held=lambda: 0, lag=dict))
     assert registry.get_sample_value(METRIC, {"reason": "taint"}) is None

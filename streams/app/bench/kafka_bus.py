@@ -105,8 +105,8 @@ def scrape(port: int) -> tuple[float, float]:
 
 def wait_done(port: int, *, events: int) -> tuple[float, float]:
     """Polls the worker's metrics until it has released every event and holds nothing, with no
-    item released for ``QUIET_S``. The worker commits no offsets (held input is read again
-    after a crash: streams/distributed/transport.py), so its group's offsets cannot say this.
+    item released for ``QUIET_S``. The worker commits every 2 s (streams/distributed/offsets.py),
+    too coarse to time a run of seconds by its group's offsets.
     Returns (when the first item was released, when the last was), each within ``POLL_S``."""
     first: float | None = None
     last, last_change = -1.0, time.perf_counter()

@@ -67,7 +67,9 @@ def worker(
         observe=domain_metrics_for(session.registry).observe,
     )
     app, stats = build_app(cfg)
-    session.registry.register(WorkerCollector(counters=stats.counters, held=stats.held))
+    session.registry.register(
+        WorkerCollector(counters=stats.counters, held=stats.held, lag=stats.lag)
+    )
     # Faust runs the loop: /livez answers while the process serves
     session.health.require("partitions assigned", lambda: bool(app.consumer.assignment()))
     session.serve_probes(metrics_port, addr="0.0.0.0")
