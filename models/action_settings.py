@@ -96,6 +96,10 @@ class GuardrailSettings(_Group):
     """Failed actions within ``window_s`` that open the circuit breaker..."""
     breaker_no_improvement: Annotated[int, Field(ge=1)] = 3
     """...or actions carried out for one signal that is still open after them..."""
+    breaker_settle_s: Annotated[float, Field(gt=0)] = 600.0
+    """How long (event time) after an enforced plan its signal may stay open before the plan
+    counts as one that did not help: an evicted pod's room is used by the next scheduling
+    pass, well inside ten minutes."""
     breaker_open_s: Annotated[float, Field(gt=0)] = 1800.0
     """...which then stops enforcement for this long (proposals go on, as dry-run)."""
 

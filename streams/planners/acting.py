@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from pydantic import JsonValue
@@ -52,6 +52,26 @@ NODE_OPS: dict[str, type[CordonNode] | type[TaintNode] | type[UncordonNode] | ty
     "uncordon": UncordonNode,
     "untaint": UntaintNode,
 }
+
+
+class FollowUp(NamedTuple):
+    """An enforced plan, waiting to be judged by whether its signal resolved."""
+
+    due: datetime
+    signal: str
+    action_id: str
+    kind: str
+
+    def candidate(self, at: datetime) -> Candidate:
+        return Candidate(action_id=self.action_id, kind=self.kind, at=at, signal=self.signal)
+
+    def to_json(self) -> list[str]:
+        return [self.due.isoformat(), self.signal, self.action_id, self.kind]
+
+    @classmethod
+    def from_json(cls, raw: list[str]) -> FollowUp:
+        due, signal, action_id, kind = raw
+        return cls(datetime.fromisoformat(due), signal, action_id, kind)
 
 
 class SignalsAt(NamedTuple):
@@ -120,6 +140,9 @@ class Acting:
         and kept on that instant's explanations (``ClusterAnalysis.note_no_fixes``); not
         state."""
         self._now: datetime | None = None
+        self.followups: list[FollowUp] = []
+        """Enforced plans whose signal is not yet seen resolved, oldest first: the breaker's
+        "no improvement" input (``_follow_up``)."""
 
     @property
     def on(self) -> bool:
@@ -151,6 +174,7 @@ class Acting:
             return []
         self.preview.move_to(at)
         self.rehearsal.forget_before(at)
+        self._follow_up(at, signals)
         self.no_fixes = {}
         out: list[ActingOutput] = []
         for signal in signals:
@@ -251,7 +275,32 @@ class Acting:
         out = self._records(plan, requests, [mode] * len(requests), None, at)
         if mode is ActionMode.ENFORCE:
             out += [r.model_copy(update={"mode": ActionMode.ENFORCE}) for r in requests]
+            due = at + timedelta(seconds=self.guardrails.breaker_settle_s)
+            first = requests[0]
+            self.followups.append(FollowUp(due, plan.signal.fingerprint, first.id, plan.kind))
         return out
+
+    def _follow_up(self, at: datetime, signals: list[Signal]) -> None:
+        """Tell the gate how the enforced plans went, for its circuit breaker: a plan whose
+        signal resolved helped (it clears the signal's count); one whose signal is still open
+        ``breaker_settle_s`` after it did not, and ``breaker_no_improvement`` of those for one
+        signal open the breaker. Whether the actuator carried it out is the actuator's own
+        breaker's to count (``streams/app/sinks/actuator_breaker.py``)."""
+        if not self.followups:
+            return
+        resolved = {s.fingerprint for s in signals if s.state != "open"}
+        kept: list[FollowUp] = []
+        for f in self.followups:
+            seen_resolved = f.signal in resolved
+            if f.due < at or (f.due == at and not seen_resolved):
+                # still open at its due time (a resolution seen now came after it)
+                self.gate.outcome(f.candidate(at), ok=True, at=at, signal_open=True)
+            elif not seen_resolved:
+                kept.append(f)
+                continue
+            if seen_resolved:  # resolved: the signal's count starts again
+                self.gate.outcome(f.candidate(at), ok=True, at=at, signal_open=False)
+        self.followups = kept
 
     def _records(
         self,
@@ -288,6 +337,8 @@ class Acting:
         """The whole state: ``gate``, ``rehearsal`` (a dry run's admitted plans, while any
         is in its window), and each stateful planner's under its name."""
         out: dict[str, object] = {"gate": self.gate.snapshot()}
+        if self.followups:
+            out["followups"] = [f.to_json() for f in self.followups]
         if self.rehearsal.entries:
             out["rehearsal"] = self.rehearsal.to_json()
         for name, planner in self.planners.items():
@@ -300,6 +351,9 @@ class Acting:
         if isinstance(gate, dict):
             self.gate.restore(gate)
         self.rehearsal.restore(raw.get("rehearsal", []))
+        followups = raw.get("followups")
+        kept = followups if isinstance(followups, list) else []
+        self.followups = [FollowUp.from_json(f) for f in kept if isinstance(f, list)]
         for name, planner in self.planners.items():
             if isinstance(planner, StatefulPlanner) and name in raw:
                 planner.restore(raw[name])

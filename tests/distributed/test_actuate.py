@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -16,9 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kubernetes_asyncio.client import ApiClient
 
-from connectors.kafka.producer import acked_producer
-from models import EvictPod, KafkaSettings, to_json
-from streams.app.lifecycle.bus import Bus
+from models import EvictPod, to_json
 from streams.distributed import topics
 from tests.app.metrics_scrape import Scrape, parse, summed
 from tests.connectors.kube.actuator_helpers import (
@@ -27,48 +23,19 @@ from tests.connectors.kube.actuator_helpers import (
     pod_or_none,
     running_pod,
 )
-from tests.distributed.worker_helpers import collect, kafka_env
+from tests.distributed.actions_topic import (
+    WITHIN_S,
+    outcomes_of,
+    publish_actions,
+    start_actuate,
+)
+from tests.distributed.worker_helpers import collect
 from tests.http_probe import get
 from tests.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
 
-WITHIN_S = 120.0
 BAD = b'{"op": "evict", "id": "bad-1", "kind": "reclaim"}'
-
-
-async def _publish(bootstrap: str, prefix: str, values: list[tuple[str, bytes]]) -> None:
-    kafka = KafkaSettings(bootstrap=bootstrap)
-    await Bus(kafka, prefix).ensure_topics()
-    producer = acked_producer(kafka, client_id="test-actuate")
-    await producer.start()
-    try:
-        for key, value in values:
-            await producer.send_and_wait(
-                topics.ACTIONS.full_name(prefix), key=key.encode(), value=value
-            )
-    finally:
-        await producer.stop()
-
-
-async def _outcomes(bootstrap: str, prefix: str, ids: set[str]) -> dict[str, dict[str, object]]:
-    """The outcome records of ``ids`` on the actions topic, once all are there."""
-
-    def records(got: list[bytes]) -> dict[str, dict[str, object]]:
-        out = {}
-        for raw in got:
-            body = orjson.loads(raw)
-            if isinstance(body, dict) and "outcome" in body and body["id"] in ids:
-                out[body["id"]] = body
-        return out
-
-    got = await collect(
-        bootstrap,
-        topics.ACTIONS.full_name(prefix),
-        done=lambda got: records(got).keys() == ids,
-        timeout_s=WITHIN_S,
-    )
-    return records(got)
 
 
 async def _all_committed(bootstrap: str, prefix: str) -> None:
@@ -98,26 +65,12 @@ async def _actuate(
 ) -> tuple[dict[str, dict[str, object]], str, Scrape]:
     """Run `gpufrag actuate` until the outcomes of ``ids`` are on the topic and every record is
     committed, then stop it (SIGTERM); the outcomes, what it printed and its metrics then."""
-    log = kubeconfig.parent / "actuate.log"
-    env = {
-        **kafka_env(bootstrap),
-        "GPUFRAG_GUARDRAILS__MODE": mode,
-        "GPUFRAG_KUBE__KUBECONFIG": str(kubeconfig),
-        "GPUFRAG_ACTUATOR__NAMESPACE": namespace,
-        "GPUFRAG_ACTUATOR__IDENTITY": "actuate-test",
-    }
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "streams.app", "actuate", "--prefix", prefix),
-            *("--duration-s", str(WITHIN_S * 2), "--loglevel", "info"),
-            *("--metrics-port", str(port := free_port())),
-        ],
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-        env=env,
+    port = free_port()
+    proc, log = start_actuate(
+        bootstrap, prefix, kubeconfig, mode=mode, namespace=namespace, metrics_port=port
     )
     try:
-        got = await _outcomes(bootstrap, prefix, ids)
+        got = await outcomes_of(bootstrap, prefix, ids)
         await _all_committed(bootstrap, prefix)
         status, body = await asyncio.to_thread(get, port, "/metrics")
         assert status == 200
@@ -139,7 +92,7 @@ async def test_enforce_evicts_and_records_the_outcomes(
     uid = await running_pod(client, namespace, "notebook", app="nb")
     evict = EvictPod(id="e1", namespace=namespace, name="notebook", uid=uid, **ENFORCE)
     nobody = EvictPod(id="e2", namespace=namespace, name="nobody", **ENFORCE)
-    await _publish(
+    await publish_actions(
         kafka_bootstrap,
         topic_prefix,
         [("e1", to_json(evict)), ("e2", to_json(nobody)), ("bad-1", BAD)],
@@ -180,7 +133,7 @@ async def test_without_enforce_every_request_is_proposed(
 ) -> None:
     uid = await running_pod(client, namespace, "trainer", app="train")
     evict = EvictPod(id="d1", namespace=namespace, name="trainer", uid=uid, **ENFORCE)
-    await _publish(kafka_bootstrap, topic_prefix, [("d1", to_json(evict))])
+    await publish_actions(kafka_bootstrap, topic_prefix, [("d1", to_json(evict))])
     got, out, scrape = await _actuate(
         kafka_bootstrap, topic_prefix, kubeconfig, {"d1"}, "dry-run", namespace
     )

@@ -24,6 +24,7 @@ from streams.app.lifecycle.probes import Health
 from streams.app.lifecycle.session import Session
 from streams.app.lifecycle.stopping import stop_event, unless_stopped
 from streams.app.sinks.actuate_feed import ActuateFeed, actuator_for
+from streams.app.sinks.actuator_breaker import BreakerGauge
 from streams.app.sinks.domain_metrics import ActionsCollector, ActionTally
 from streams.distributed import topics
 
@@ -55,10 +56,12 @@ def actuate(
     bus = Bus.resolve(bootstrap, prefix)
     tally = ActionTally()  # the records of what this actuator carried out
     session.registry.register(ActionsCollector(tally))
+    breaker = BreakerGauge()
+    session.registry.register(breaker)
     session.serve_probes(metrics_port, addr="0.0.0.0")
     with user_errors():
         try:
-            feed = asyncio.run(_run(bus, settings, group, duration_s, health, tally))
+            feed = asyncio.run(_run(bus, settings, group, duration_s, health, tally, breaker))
         except KafkaError as exc:
             typer.echo(f"gpufrag: error: Kafka: {exc}", err=True)
             raise typer.Exit(1) from None
@@ -72,6 +75,7 @@ async def _run(
     duration_s: float | None,
     health: Health,
     tally: ActionTally,
+    breaker: BreakerGauge,
 ) -> ActuateFeed:
     await bus.ensure_topics()
     dead = DeadLetterProducer(bus.kafka, topic=topics.DEAD_LETTER.full_name(bus.prefix))
@@ -89,6 +93,7 @@ async def _run(
     try:
         with stop_event(duration_s) as stop:
             async with actuator_for(settings) as (actuator, elector):
+                breaker.watch(actuator)
                 feed = ActuateFeed(
                     actuator=actuator,
                     producer=outcomes,

@@ -26,7 +26,9 @@ from streams.app.lifecycle.session import Session
 from streams.app.live.refused import RefusalPump
 from streams.app.live.sources import LiveSource, live_stage, require_listed, run_live
 from streams.app.sinks.actuate_feed import actuator_for
+from streams.app.sinks.actuator_breaker import BreakingActuator
 from streams.app.sinks.alert_feed import alerts_beside
+from streams.app.sinks.domain_metrics import domain_metrics_for
 from streams.runner.embedded import EmbeddedRunner
 from streams.runner.fanout import Fanout
 from streams.runner.live_stream import LiveStream
@@ -88,6 +90,8 @@ async def watch_to_store(
                 runner.output = session.outputs(
                     info.run_id, store=sink, alerts=sent, actuator=actuator
                 )
+                if isinstance(actuator, BreakingActuator):
+                    domain_metrics_for(session.registry).actuator_breakers.append(actuator.is_open)
                 dispatcher = sent  # read once stopped: what it dead-lettered then counts too
                 await together(runner.run(), live())
         except Exception as exc:  # recorded on the run, then reported

@@ -24,7 +24,9 @@ from pydantic import TypeAdapter, ValidationError
 from connectors.kube import Actuator, Executor, LeaseElector, api_client_for
 from models import ActionOutcome, ActionRequest, GpufragSettings, to_json
 from models.refusal import Refusal
+from streams.app.sinks.actuator_breaker import BreakingActuator
 from streams.app.sinks.domain_metrics import ActionTally
+from streams.runner.fanout import RequestActuator
 
 __all__ = ["ActuateFeed", "actuator_for"]
 
@@ -37,7 +39,7 @@ class ActuateFeed:
     def __init__(
         self,
         *,
-        actuator: Actuator,
+        actuator: RequestActuator,
         producer: Any,
         topic: str,
         dead_letter: Callable[[Refusal], Awaitable[None]],
@@ -125,10 +127,11 @@ class ActuateFeed:
 @contextlib.asynccontextmanager
 async def actuator_for(
     settings: GpufragSettings,
-) -> AsyncIterator[tuple[Actuator, LeaseElector | None]]:
+) -> AsyncIterator[tuple[RequestActuator, LeaseElector | None]]:
     """The actuator the settings ask for. Enforcing only with ``guardrails.mode=enforce``: an
-    API client and a running Lease elector (released on exit); otherwise no API client at all,
-    and every request is answered as proposed."""
+    API client and a running Lease elector (released on exit), behind the circuit breaker
+    (``actuator_breaker.py``); otherwise no API client at all, and every request is answered
+    as proposed."""
     if settings.guardrails.mode != "enforce":
         yield Actuator(settings=settings.actuator), None
         return
@@ -141,7 +144,8 @@ async def actuator_for(
         done = asyncio.Event()
         electing = asyncio.create_task(elector.run(stop=done))
         try:
-            yield Actuator(settings=settings.actuator, executor=executor), elector
+            acting = Actuator(settings=settings.actuator, executor=executor)
+            yield BreakingActuator(acting, settings=settings.guardrails), elector
         finally:
             done.set()
             await electing  # releases the Lease, so a standby takes over at once

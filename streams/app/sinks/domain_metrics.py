@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -85,6 +85,9 @@ class DomainMetrics(Collector):
         self.latest: InstantReport | None = None
         self.breaker_open: bool | None = None
         self.tally = ActionTally()
+        self.actuator_breakers: list[Callable[[], bool]] = []
+        """The breakers of the actuators this process acts through (``actuator_breaker.py``):
+        the gauge is 1 while the gate's or any of theirs is open."""
 
     def observe(self, instant: InstantOutput) -> None:
         for action in instant.actions:
@@ -102,11 +105,13 @@ class DomainMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self.tally.families()
-        if self.breaker_open is not None:
+        if self.breaker_open is not None or self.actuator_breakers:
+            is_open = bool(self.breaker_open) or any(b() for b in self.actuator_breakers)
             yield GaugeMetricFamily(
                 "gpufrag_circuit_breaker_open",
-                "1 while the gate's circuit breaker holds enforcement back, else 0",
-                value=1.0 if self.breaker_open else 0.0,
+                "1 while the circuit breaker (the gate's or the actuator's) holds enforcement "
+                "back, else 0",
+                value=1.0 if is_open else 0.0,
             )
         if self.latest is not None:
             yield from _report_families(self.latest)

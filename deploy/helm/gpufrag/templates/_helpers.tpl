@@ -85,6 +85,10 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .cooldownJobS | quote }}
 - name: GPUFRAG_GUARDRAILS__BREAKER_FAILURES
   value: {{ .breakerFailures | quote }}
+- name: GPUFRAG_GUARDRAILS__BREAKER_NO_IMPROVEMENT
+  value: {{ .breakerNoImprovement | quote }}
+- name: GPUFRAG_GUARDRAILS__BREAKER_SETTLE_S
+  value: {{ .breakerSettleS | quote }}
 - name: GPUFRAG_GUARDRAILS__BREAKER_OPEN_S
   value: {{ .breakerOpenS | quote }}
 {{- end }}

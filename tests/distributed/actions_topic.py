@@ -1,0 +1,87 @@
+"""Requests onto the actions topic, `gpufrag actuate` started on it, and its outcomes read back
+from it: the tests of the actuator against the real broker and kube-apiserver."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from connectors.kafka.producer import acked_producer
+from models import KafkaSettings
+from streams.app.lifecycle.bus import Bus
+from streams.distributed import topics
+from tests.distributed.worker_helpers import collect, kafka_env
+
+WITHIN_S = 120.0
+
+
+async def publish_actions(bootstrap: str, prefix: str, values: list[tuple[str, bytes]]) -> None:
+    kafka = KafkaSettings(bootstrap=bootstrap)
+    await Bus(kafka, prefix).ensure_topics()
+    producer = acked_producer(kafka, client_id="test-actuate")
+    await producer.start()
+    try:
+        for key, value in values:
+            await producer.send_and_wait(
+                topics.ACTIONS.full_name(prefix), key=key.encode(), value=value
+            )
+    finally:
+        await producer.stop()
+
+
+async def outcomes_of(bootstrap: str, prefix: str, ids: set[str]) -> dict[str, dict[str, object]]:
+    """The outcome records of ``ids`` on the actions topic, once all are there."""
+
+    def records(got: list[bytes]) -> dict[str, dict[str, object]]:
+        out = {}
+        for raw in got:
+            body = orjson.loads(raw)
+            if isinstance(body, dict) and "outcome" in body and body["id"] in ids:
+                out[body["id"]] = body
+        return out
+
+    got = await collect(
+        bootstrap,
+        topics.ACTIONS.full_name(prefix),
+        done=lambda got: records(got).keys() == ids,
+        timeout_s=WITHIN_S,
+    )
+    return records(got)
+
+
+def start_actuate(
+    bootstrap: str,
+    prefix: str,
+    kubeconfig: Path,
+    *,
+    mode: str,
+    namespace: str,
+    metrics_port: int,
+    settings: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """`gpufrag actuate` on ``prefix``'s actions topic, acting on the cluster of
+    ``kubeconfig`` with its Lease in ``namespace``; ``settings``: more GPUFRAG_* variables.
+    The process and its log."""
+    log = kubeconfig.parent / "actuate.log"
+    env = {
+        **kafka_env(bootstrap),
+        "GPUFRAG_GUARDRAILS__MODE": mode,
+        "GPUFRAG_KUBE__KUBECONFIG": str(kubeconfig),
+        "GPUFRAG_ACTUATOR__NAMESPACE": namespace,
+        "GPUFRAG_ACTUATOR__IDENTITY": "actuate-test",
+        **(settings or {}),
+    }
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "streams.app", "actuate", "--prefix", prefix),
+            *("--duration-s", str(WITHIN_S * 4), "--loglevel", "info"),
+            *("--metrics-port", str(metrics_port)),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    return proc, log
