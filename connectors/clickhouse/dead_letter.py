@@ -48,9 +48,12 @@ def is_store_side_error(message: str) -> bool:
     return any(marker in message for marker in _STORE_SIDE_ERRORS)
 
 
-def dead_letter_row(table: str, row: Mapping[str, object], reason: str) -> dict[str, object]:
+def dead_letter_row(
+    table: str, row: Mapping[str, object], reason: str, *, run_id: str = ""
+) -> dict[str, object]:
     """The ``dead_letter`` row for ``row`` of ``table``: its id depends only on the table and
-    the row, so writing the same dead letter twice leaves one row."""
+    the row, so writing the same dead letter twice leaves one row. Filed under the row's own
+    run, else ``run_id`` (the writer's)."""
     text = _row_json(row)
     digest = hashlib.sha1(f"{table}\x1f{text}".encode(), usedforsecurity=False).hexdigest()
     return {
@@ -59,4 +62,5 @@ def dead_letter_row(table: str, row: Mapping[str, object], reason: str) -> dict[
         "target": table,
         "reason": reason,
         "row": text,
+        "run_id": str(row.get("run_id") or run_id),
     }

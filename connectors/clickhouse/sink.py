@@ -81,7 +81,11 @@ class ClickHouseSink(SinkViews):
         settings: StoreSettings,
         *,
         registry: CollectorRegistry | None = None,
+        run_id: str = "",
     ) -> None:
+        """``run_id``: the run the dead letters it keeps are filed under, unless the refused
+        row names its own."""
+        self.run_id = run_id
         self._store_factory = store_factory
         self._settings = settings
         self._metrics = SinkMetrics(registry if registry is not None else CollectorRegistry())
@@ -134,6 +138,8 @@ class ClickHouseSink(SinkViews):
         """Buffer rows for ``table``. Waits while ``max_buffered_rows`` are buffered (the store
         is down or slower than the writers), so memory stays bounded and nothing is dropped."""
         self._check_table(table)
+        if table == DEAD_LETTER_TABLE and self.run_id:
+            rows = [r if r.get("run_id") else {**r, "run_id": self.run_id} for r in rows]
         for names, values in blocks_of(rows):
             await self._put(table, names, values)
 
@@ -452,7 +458,7 @@ class ClickHouseSink(SinkViews):
         self, table: str, row: dict[str, object], reason: str
     ) -> Exception | None:
         """Write the row's dead letter; returns why that failed, or None once it is stored."""
-        letter = dead_letter_row(table, row, reason)
+        letter = dead_letter_row(table, row, reason, run_id=self.run_id)
         try:
             names = tuple(letter)
             await asyncio.to_thread(

@@ -46,6 +46,8 @@ def test_replay_keeps_refused_rows_as_dead_letters(
     assert (summary["nodes"], summary["pods"]) == (20, 200)
     with store_at(dsn) as st:
         rows = st.query("SELECT target, reason, row FROM dead_letter FINAL ORDER BY row").rows
+        runs = st.query("SELECT DISTINCT run_id FROM dead_letter FINAL").rows
+    assert [(str(r),) for (r,) in runs] == [(summary["run_id"],)]  # filed under the replay
     assert [(str(t), str(r).split(":", 1)[0], str(raw)) for t, r, raw in rows] == [
         ("source:trace", "out_of_range", ABSURD_NODE),
         ("source:trace", "out_of_range", BAD_CPU),

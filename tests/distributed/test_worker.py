@@ -121,8 +121,9 @@ def test_worker_emits_the_embedded_signals_and_dead_letters_malformed_input(
         proc.wait(60)
         sink.wait(60)
     with store_at(dsn) as st:
-        res = st.query("SELECT target, reason FROM dead_letter FINAL")
+        res = st.query("SELECT target, reason, run_id FROM dead_letter FINAL")
     assert len(res.rows) == MALFORMED
+    assert {str(r[2]) for r in res.rows} == {"live"}  # the sink's run (its --run-id)
     assert {str(r[0]) for r in res.rows} == {f"topic:{topics.DEAD_LETTER.full_name(topic_prefix)}"}
     assert all(topic_prefix in str(r[1]) for r in res.rows)  # names the input it came from
 

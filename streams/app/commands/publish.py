@@ -19,6 +19,7 @@ from streams.app.commands.replay import MAX_INJECTED_STORMS
 from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.settings_load import load_settings
 from streams.distributed import topics
 from streams.simulation.cluster import (
     ReplayOptions,
@@ -85,9 +86,14 @@ def publish(
                 sorted(read_events(file, rejected), key=lambda e: e.event_time)
             )
         else:
+            # the trace read and replayed as `gpufrag replay` does it: GPUFRAG_TRACE__* (its
+            # start time and bounds) and the OOM storm thresholds injected storms are spaced for
+            settings = load_settings()
             sim = SimulatedCluster(
-                read_nodes(nodes or bundled_nodes_path()),
-                read_pods(pods or bundled_pods_path()),
+                read_nodes(nodes or bundled_nodes_path(), settings=settings.trace),
+                read_pods(pods or bundled_pods_path(), settings=settings.trace),
+                trace=settings.trace,
+                oom_storm=settings.detectors.oom_storm,
                 options=ReplayOptions(
                     mode=mode,
                     policy=policy,

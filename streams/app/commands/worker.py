@@ -49,7 +49,7 @@ def worker(
         typical = None
         if typical_from is not None:
             typical = TypicalPods.from_shapes(
-                (pod_shape(p) for p in read_pods(typical_from)),
+                (pod_shape(p) for p in read_pods(typical_from, settings=settings.trace)),
                 coverage=settings.analysis.coverage,
             )
         asyncio.run(bus.ensure_topics(app_id=app_id))

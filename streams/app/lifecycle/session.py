@@ -95,7 +95,9 @@ class Session:
                 await asyncio.to_thread(check_room, store, keep_free_mib=settings.keep_free_mib)
             record = RunRecord(store, info)
             await record.start(replace=replace)
-            sink = ClickHouseSink(lambda: open_store(settings), settings, registry=self.registry)
+            sink = ClickHouseSink(
+                lambda: open_store(settings), settings, registry=self.registry, run_id=info.run_id
+            )
             await sink.start()
         except BaseException:
             await asyncio.to_thread(store.close)

@@ -13,9 +13,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from connectors.clickhouse import ClickHouseSink, Store
-from connectors.clickhouse.rows import Row, action_row, gpu_sample_row, signal_row
+from connectors.clickhouse.rows import Row, action_row, gpu_sample_row, refusal_row, signal_row
 from connectors.clickhouse.sink import dead_letter_row, is_store_side_error
 from connectors.clickhouse.spool import read_spool, write_spool
+from models.refusal import Refusal
 from models.settings import StoreSettings
 from tests.connectors.clickhouse import factories as f
 from tests.connectors.clickhouse.helpers import SinkMaker, count, wait_until
@@ -129,6 +130,26 @@ async def test_bad_rows_are_dead_lettered_and_good_rows_stored(
     await sink.write("gpu_samples", [too_big])
     await sink.flush()
     assert count(store, "dead_letter", final=True) == 2
+
+
+async def test_a_dead_letter_is_filed_under_its_rows_run_else_the_writers(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    sink = make_sink()
+    sink.run_id = "writer-run"
+    await sink.start()
+    too_big = {**sample_rows(1)[0], "gpu_index": 70_000}  # refused by the store: run-1's row
+    refused = Refusal(
+        source="kube/pods", reason="invalid", detail="d", raw="{}", at=datetime.now(UTC)
+    )
+    await sink.write("gpu_samples", [too_big])
+    await sink.write("dead_letter", [refusal_row(refused)])  # an input: no run of its own
+    await sink.flush()
+    got = store.query("SELECT target, run_id FROM dead_letter FINAL ORDER BY target").rows
+    assert [(str(t), str(r)) for t, r in got] == [
+        ("gpu_samples", RUN),
+        ("source:kube/pods", "writer-run"),
+    ]
 
 
 async def test_a_batch_the_server_refuses_is_split_not_dead_lettered(
