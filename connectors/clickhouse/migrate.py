@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # a type only: finding the SQL folder needs no client library
     from connectors.clickhouse.store import Store
 
 __all__ = [
+    "SCHEMA_DDL",
     "SCHEMA_TABLE",
     "Migration",
     "apply_migrations",
@@ -31,7 +32,7 @@ __all__ = [
 
 SCHEMA_TABLE = "schema_migrations"
 
-_SCHEMA_DDL = f"""
+SCHEMA_DDL = f"""
 CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE}
 (
     version     UInt32,
@@ -101,7 +102,7 @@ def apply_migrations(store: Store, sql_dir: Path) -> list[str]:
     renamed after being applied, which would silently skip a change: that is an error."""
     migrations = load_migrations(sql_dir)
     try:
-        store.command(_SCHEMA_DDL)
+        store.command(SCHEMA_DDL)
         rows = store.query(f"SELECT version, name FROM {SCHEMA_TABLE} FINAL").rows
     except StoreError as exc:
         raise StoreError(f"cannot read the applied migrations: {exc.message}") from exc
