@@ -275,9 +275,13 @@ class Acting:
         out = self._records(plan, requests, [mode] * len(requests), None, at)
         if mode is ActionMode.ENFORCE:
             out += [r.model_copy(update={"mode": ActionMode.ENFORCE}) for r in requests]
-            due = at + timedelta(seconds=self.guardrails.breaker_settle_s)
-            first = requests[0]
-            self.followups.append(FollowUp(due, plan.signal.fingerprint, first.id, plan.kind))
+            # judged later by its signal; a plan that only fences a node (a quarantine) is
+            # not: it keeps a faulty card from new work, it does not fix the card's signal
+            evictions = [r for r in requests if isinstance(r, EvictPod)]
+            if evictions:
+                due = at + timedelta(seconds=self.guardrails.breaker_settle_s)
+                signal = plan.signal.fingerprint
+                self.followups.append(FollowUp(due, signal, evictions[0].id, plan.kind))
         return out
 
     def _follow_up(self, at: datetime, signals: list[Signal]) -> None:

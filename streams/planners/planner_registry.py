@@ -21,7 +21,7 @@ from streams.planners.rehearsal import Rehearsal
 
 __all__ = ["PLANNERS", "PlannerEntry", "PlannerInputs", "register_planner"]
 
-RESERVED = frozenset({"gate", "rehearsal"})
+RESERVED = frozenset({"gate", "rehearsal", "followups"})
 """Names a planner may not take: ``Acting.snapshot`` keeps the gate's state and the dry
 run's rehearsed plans under them."""
 

@@ -38,9 +38,10 @@ def test_the_builtins_register_like_an_extension_and_route_in_enabled_order() ->
     assert list(_acting().routes) == []
 
 
-def test_a_name_the_snapshot_uses_cannot_be_registered() -> None:
+@pytest.mark.parametrize("name", ["gate", "rehearsal", "followups"])
+def test_a_name_the_snapshot_uses_cannot_be_registered(name: str) -> None:
     with pytest.raises(ValueError, match="reserved"):
-        register_planner("gate", lambda _: Quarantine(), answers=[PENDING])
+        register_planner(name, lambda _: Quarantine(), answers=[PENDING])
 
 
 def test_acting_is_an_operator_of_instants_and_keeps_stateful_planners_by_name() -> None:
@@ -51,6 +52,7 @@ def test_acting_is_an_operator_of_instants_and_keeps_stateful_planners_by_name()
     assert {r.kind for r in opened if isinstance(r, Action)} == {ActionKind.QUARANTINE}
     assert acting.now == T0 and acting.flush() == [] and acting.advance(T0) == []
     state = acting.snapshot()
+    # a quarantine fences a card, it does not fix its signal: the breaker does not judge it
     assert set(state) == {"gate", "quarantine"}
     assert state["quarantine"] == {"a": [health_signal("open").fingerprint]}
     # a restarted host lifts the quarantine its predecessor put on
