@@ -179,8 +179,9 @@ class KeyedStage:
                 holding = self._holding.setdefault(msg.partition, set())
                 at = position(msg)
                 if at in holding:
-                    # read twice in one assignment (the consumer rewinds after a rebalance, see
-                    # transport.py): the copy already held is the one acknowledged on release
+                    # read twice in one assignment (the consumer goes back to the commit or the
+                    # start after a rebalance, see transport.py): the copy already held is the
+                    # one acknowledged on release
                     self.counters.add("read_twice")
                     return
                 holding.add(at)

@@ -1,8 +1,11 @@
 """A stage partition read twice: the copy of an item still held is dropped unacknowledged, and
 after a rewind (the stage forgets, as on a revocation) what it had released is recognised as
-redelivered. The worker's consumer rewinds every stream partition after a rebalance
-(``streams/distributed/transport.py``), so both happen on every rebalance; the broker tests
-(tests/distributed/test_recovery.py) cover the rest with a real Faust worker.
+redelivered. After a rebalance the worker's consumer reads each stream partition again from
+its commit, or from its start without one (``streams/distributed/transport.py``), so both
+happen on every rebalance. And where the worker may commit (``streams/distributed/offsets.py``):
+never past what a stage holds or has not yet settled. The broker tests
+(tests/distributed/test_recovery.py, test_resume_from_commit.py) cover the rest with a real
+Faust worker.
 """
 
 from __future__ import annotations

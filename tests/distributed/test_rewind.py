@@ -17,7 +17,7 @@ CHANGELOG = TP("x.app-tasks-changelog", 0)
 @pytest.mark.parametrize(
     ("committed", "rewound"),
     [
-        ({}, {PODS_0, PODS_1, PODS_2}),  # the worker never commits: all of them
+        ({}, {PODS_0, PODS_1, PODS_2}),  # a new group: nothing committed yet, all of them
         ({PODS_0: 0, PODS_1: None}, {PODS_0, PODS_1, PODS_2}),  # 0 and None: no commit
         ({PODS_0: 41, PODS_1: 7}, {PODS_2}),  # a commit above 0: aiokafka seeks there
         ({PODS_0: 41, PODS_1: 7, PODS_2: 1}, set()),
