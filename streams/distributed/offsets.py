@@ -11,8 +11,8 @@ the first offset that is not done by every stage that reads its topic (the sched
 feed two). Offsets are contiguous on the input topics (no compaction, no transactions), so a
 message never delivered to a stage keeps the commit behind it, never past it.
 
-Held input is not done, and neither is a channel's latest progress report (``stage.py`` keeps
-it so a restarted stage hears it again), so a partition's commit stays at or below both. The
+Held input is not done, and neither is a progress report until the sources' progress is saved
+with the next release mark (``stage.py``), so a partition's commit stays at or below both. The
 consumer flushes the producer before it commits (Faust does), so what a committed offset
 covers is on the output and changelog topics.
 """

@@ -79,9 +79,8 @@ class Watermarks:
         return min(marks) if marks else None
 
     def known(self) -> bytes:
-        """The outside sources heard from and the topics each writes here (JSON), to be kept
-        with the stage's state: after a restart they are waited for again before anything is
-        released, whichever of their reports Kafka happens to redeliver first."""
+        """The outside sources heard from and the topics each writes here (JSON): the part of
+        ``save`` that says whom to wait for, and all that versions before it kept."""
         return orjson.dumps({s: sorted(t) for s, t in sorted(self._needs.items())})
 
     def expect(self, known: bytes) -> None:
@@ -94,7 +93,7 @@ class Watermarks:
         not be read again and the worker may commit past them."""
         return orjson.dumps(
             {
-                "needs": {s: sorted(t) for s, t in sorted(self._needs.items())},
+                "needs": orjson.Fragment(self.known()),
                 "upto": [[s, t, at.isoformat()] for (s, t), at in sorted(self._upto.items())],
             }
         )

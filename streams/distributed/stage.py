@@ -190,8 +190,8 @@ class KeyedStage:
                 await self._drop_late(s, event, "redelivered" if decoded.derived else why, buf)
 
     async def _ack(self, s: Any, event: Any) -> None:
-        """Acknowledge a message whose handling is complete: dropped as a copy, dead-lettered,
-        or a progress report superseded by the next."""
+        """Acknowledge a message whose handling is complete: one that is not ours, a copy, or a
+        dead letter."""
         await s.ack(event)
         self._finished(event.message)
 

@@ -63,7 +63,7 @@ class BreakingActuator:
             now = self.clock()
             candidate = Candidate(action_id=request.id, kind=request.kind, at=now)
             self.gate.outcome(candidate, ok=False, at=now, signal_open=False)
-            if not was_open and self.is_open():
+            if not was_open and self.gate.breaker_open(now):
                 self.trips += 1
                 log.warning(
                     "circuit breaker open until %s: %s; enforce requests are refused meanwhile",
