@@ -177,7 +177,9 @@ class NodeProfile(Resident):
 
 
 class TaskProfile(Resident):
-    """A pod's request joined with its history (binding, finish, memory peak, OOMs)."""
+    """A pod's request joined with its history (binding, finish, OOMs). Its GPU memory peak is
+    not here: the node's stage sees the samples, in order, and stores the peak apart
+    (``task_memory_peaks``), so both runners keep it for a pod of any life span."""
 
     key: Annotated[str, Field(pattern=r"^[^/]+/[^/]+$")]
     """Same as Pod.key: "namespace/name"."""
@@ -200,7 +202,6 @@ class TaskProfile(Resident):
     created_at: UtcDatetime
     bound_at: UtcDatetime | None = None
     finished_at: UtcDatetime | None = None
-    gpu_memory_peak_mib: NonNegFloat | None = None
     oom_count: NonNegativeInt = 0
     counted_ooms: tuple[str, ...] = ()
     """Ids of the latest OOM-kill events counted (a few): at-least-once delivery and a
@@ -212,10 +213,19 @@ class TaskProfile(Resident):
     preempted: Preemption | None = None
     """The latest time the scheduler preempted this pod, and for whom."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_legacy_peak(cls, data: Any) -> Any:
+        """Profiles stored before the peak moved to the node's stage (tables, changelogs,
+        history rows) carry it; it is dropped on read rather than refused, so they still load."""
+        if isinstance(data, dict) and "gpu_memory_peak_mib" in data:
+            return {k: v for k, v in data.items() if k != "gpu_memory_peak_mib"}
+        return data
+
     @classmethod
     def of_pod(cls, pod: Pod, **history: Any) -> TaskProfile:
         """The pod's own state as its profile carries it, with what only the profile knows
-        (``history``: bind and finish times, memory peak, OOMs, verdicts): the one place a
+        (``history``: bind and finish times, OOMs, verdicts): the one place a
         pod's fields are carried over, so a field added to both is copied everywhere."""
         own = {name: getattr(pod, name) for name in FROM_POD}
         return cls.model_validate({"key": pod.key, **own, **history})

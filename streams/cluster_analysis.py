@@ -43,6 +43,7 @@ from streams.fragmentation.shapes import TypicalPods
 from streams.operator import StateChanges
 from streams.profiles.join import (
     NodeProfileUpdate,
+    PeakReport,
     ProfileUpdate,
     QueueUpdate,
     QuotaRefused,
@@ -209,6 +210,8 @@ class ClusterAnalysis:
             return self._each("on_queue", lambda d: d.on_queue(item.key))
         if isinstance(item, QuotaRefused):
             return self._each("on_refusal", lambda d: d.on_refusal(item.event, item.at))
+        if isinstance(item, PeakReport):
+            return []  # history only: no detector reads a pod's memory peak
         change = view.put_task(item.key, item.profile)
         return self._each("on_task", lambda d: d.on_task(item.key, change))
 

@@ -32,11 +32,13 @@ SHARDING: dict[str, str] = {
     "gpu_samples": "cityHash64(run_id, node)",
     "node_profiles": "cityHash64(run_id, node)",
     "task_profiles": "cityHash64(run_id, pod)",
+    "task_memory_peaks": "cityHash64(run_id, pod)",
     "signals": "cityHash64(run_id, fingerprint)",
     "actions": "cityHash64(run_id, id)",
     "pending_explanations": "cityHash64(run_id, pod)",
     "cluster_frag": "cityHash64(run_id)",
     "dead_letter": "cityHash64(target, id)",
+    "run_writers": "cityHash64(run_id)",
     SCHEMA_TABLE: "version",
 }
 """Table -> the Distributed table's sharding key: columns of its ORDER BY, without time."""

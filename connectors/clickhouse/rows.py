@@ -53,6 +53,7 @@ __all__ = [
     "node_profile_row",
     "refusal_row",
     "signal_row",
+    "task_peak_row",
     "task_profile_row",
 ]
 
@@ -102,6 +103,25 @@ def gpu_sample_row(run_id: str, env: Envelope) -> Row:
         "row_remap_failed": _flag(sample.row_remap_failed),
         "engine_active": _float(sample.engine_active),
         "ecc_uncorrected_volatile": sample.ecc_uncorrected_volatile,
+    }
+
+
+def task_peak_row(
+    run_id: str, key: str, *, node: str, used_mib: float, at: datetime, seq: int
+) -> Row:
+    """A pod's new GPU memory peak for ``task_memory_peaks``, under its sample's place in the
+    order (``seq``, as the profile tables)."""
+    namespace, sep, pod_name = key.partition("/")
+    if not sep or not namespace or not pod_name or "/" in pod_name:
+        raise ValueError(f"task key {key!r} is not 'namespace/name'")
+    return {
+        "run_id": run_id,
+        "ts": utc(at, "at"),
+        "seq": seq,
+        "pod": key,
+        "namespace": namespace,
+        "node": node,
+        "used_mib": float(used_mib),
     }
 
 

@@ -140,7 +140,6 @@ class ClusterView:
                 self.pending.discard(key)
                 return TaskChange(pending_changed=True, left_pending=True, quota_changed=quota)
             return TaskChange(quota_changed=quota)
-        task = self._keep_peak(old, task)
         if old is None:
             self.arrived_gpu_milli += task.requests.total_gpu_milli
         if old is None and self.fixed_typical is None:
@@ -158,16 +157,6 @@ class ClusterView:
             return TaskChange(verdict_changed=heard, quota_changed=quota)
         (self.pending.add if is_pending else self.pending.discard)(key)
         return TaskChange(pending_changed=True, left_pending=not is_pending, quota_changed=quota)
-
-    @staticmethod
-    def _keep_peak(old: TaskProfile | None, task: TaskProfile) -> TaskProfile:
-        """A GPU memory peak comes from telemetry, outside the event order (in the Faust runner
-        it reaches the pod's stage whenever it comes): an older profile must not erase it."""
-        known = None if old is None else old.gpu_memory_peak_mib
-        new = task.gpu_memory_peak_mib
-        if known is None or (new is not None and new >= known):
-            return task
-        return task.model_copy(update={"gpu_memory_peak_mib": known})
 
     # --- typical pods --------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ tables (in-memory, backed by changelog topics, so a restarted worker recovers it
 
 Event-time order: every stage partition holds its input until all its sources have reported
 progress past it, then processes it in the source's order and reports its own progress
-downstream. GPU memory peaks are telemetry: applied as they come, never held.
+downstream.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _marks(cfg: WorkerConfig, name: dict[str, str]) -> dict[str, Callable[[], Wa
 
 
 READS: dict[str, tuple[topics.TopicSpec, ...]] = {
-    "tasks": (topics.PODS, topics.SCHEDULER_EVENTS, topics.POD_PEAKS),
+    "tasks": (topics.PODS, topics.SCHEDULER_EVENTS),
     "nodes": (topics.NODES, topics.GPU_SAMPLES, topics.SCHEDULER_EVENTS, topics.NODE_BINDINGS),
     # quota and queue objects go straight to the cluster view: low-rate, cluster-wide, and one
     # partition like the deltas, so Faust assigns both to the same worker
@@ -228,11 +228,9 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
     reject = _rejecter(topic(topics.DEAD_LETTER), counters)
     out = Outlets(
         bindings=topic(topics.NODE_BINDINGS),
-        peaks=topic(topics.POD_PEAKS),
         deltas=topic(topics.CAPACITY_DELTAS),
         signals=topic(topics.SIGNALS),
         actions=topic(topics.ACTIONS),
-        peaks_topic=name[topics.POD_PEAKS.name],
         bindings_topic=name[topics.NODE_BINDINGS.name],
         queues_topic=name[topics.QUEUES.name],
         binding_partitions=topics.NODE_BINDINGS.partitions,

@@ -39,8 +39,8 @@ def _dump(model: TaskProfile | NodeProfile | None) -> Any:
 
 
 def encode(msg: Message, *, order: OrderKey | None) -> bytes:
-    """``order`` is the message's place in the source order (None: telemetry-driven, applied
-    whenever it comes)."""
+    """``order`` is the message's place in the source order (None only for a quota refusal
+    with no event order: see its caller)."""
     at = msg.at.isoformat()
     if isinstance(msg, Binding):
         body: dict[str, Any] = {
@@ -50,7 +50,7 @@ def encode(msg: Message, *, order: OrderKey | None) -> bytes:
             "task": _dump(msg.task),
         }
     elif isinstance(msg, PeakReport):
-        body = {"type": "peak", "key": msg.key, "used_mib": msg.used_mib}
+        body = {"type": "peak", "key": msg.key, "node": msg.node, "used_mib": msg.used_mib}
     elif isinstance(msg, NodeProfileUpdate):
         body = {"type": "node", "name": msg.name, "profile": _dump(msg.profile)}
     elif isinstance(msg, QuotaRefused):
@@ -123,7 +123,7 @@ def _message(body: dict[str, Any], at: datetime) -> Message:
             at,
         )
     if kind == "peak":
-        return PeakReport(body["key"], float(body["used_mib"]), at)
+        return PeakReport(body["key"], body["node"], float(body["used_mib"]), at)
     if kind == "node":
         p = body["profile"]
         return NodeProfileUpdate(

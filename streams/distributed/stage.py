@@ -9,9 +9,9 @@ which operator it feeds, where the outputs go) is a ``StageLogic`` of about fift
 Held input is never acknowledged. The worker commits a partition only up to the first message
 a stage has not finished (``offsets.CommitLedger``, told here): an item once its release has
 settled and the partition's mark is written, a progress report once the sources' progress is
-written with a mark (``Watermarks.save``), telemetry once a mark has passed its time, a copy or
-a dead letter at once. So after a crash or a rebalance Kafka hands what was not finished to the
-partition's next owner, which resumes from the mark and the saved progress.
+written with a mark (``Watermarks.save``), a copy or a dead letter at once. So after a crash
+or a rebalance Kafka hands what was not finished to the partition's next owner, which resumes
+from the mark and the saved progress.
 """
 
 from __future__ import annotations
@@ -45,17 +45,7 @@ class HeldInput:
     restart (a redelivery), never a broken promise."""
 
 
-@dataclass(frozen=True, slots=True)
-class Direct:
-    """Telemetry (a GPU memory peak): applied as it comes, never held or waited for."""
-
-    item: object
-    at: datetime
-    """Its event time: the cluster view holds it until its instant is evaluated, so it counts
-    as finished (committable) once the partition's release mark has passed it."""
-
-
-Decoded = SourceProgress | HeldInput | Direct | None
+Decoded = SourceProgress | HeldInput | None
 """None: nothing to do with this message (acknowledged)."""
 
 
@@ -66,8 +56,8 @@ class StageLogic(Protocol):
         """Raises on a message that is not one of ours; it is dead-lettered."""
         ...
 
-    async def apply(self, order: OrderKey | None, item: object) -> None:
-        """Feed the operator, write its state, send its outputs (order None: a Direct item)."""
+    async def apply(self, order: OrderKey, item: object) -> None:
+        """Feed the operator, write its state, send its outputs."""
         ...
 
     async def settle(self, p: int, upto: datetime) -> None:
@@ -136,9 +126,8 @@ class KeyedStage:
         self._holding: dict[int, set[Position]] = {}
         """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
-        self._unmarked: dict[int, list[tuple[datetime | None, Position]]] = {}
-        """Telemetry applied ahead of its partition's mark (finished once a mark passes its
-        time) and progress reports not yet saved (time None: finished at the next mark)."""
+        self._unmarked: dict[int, list[Position]] = {}
+        """Progress reports read since the partition's last mark: finished at the next one."""
 
     @property
     def waiting(self) -> int:
@@ -164,14 +153,6 @@ class KeyedStage:
             await self._ack(s, event)
         elif isinstance(decoded, SourceProgress):
             await self._progress(s, msg.partition, event, decoded)
-        elif isinstance(decoded, Direct):
-            await self.logic.apply(None, decoded.item)
-            await s.ack(event)
-            buf = self.buffer(msg.partition)
-            if buf.released is not None and decoded.at <= buf.released:
-                self._finished(msg)  # applied behind the mark: written as it was applied
-            else:
-                self._unmarked.setdefault(msg.partition, []).append((decoded.at, position(msg)))
         else:
             buf = self.buffer(msg.partition)
             why = buf.lateness(decoded.order.at)
@@ -198,19 +179,11 @@ class KeyedStage:
     def _finished(self, msg: Any) -> None:
         self.ledger.done(self.logic.name, msg.topic, msg.partition, msg.offset)
 
-    def _marked(self, p: int, upto: datetime, released: list[Position]) -> None:
-        """The partition's mark and its sources' progress were written at ``upto``: what it
-        released is in the stage's state (the cluster view applies its input only when it
-        settles), and so are the reports read since the last mark and the telemetry applied at
-        or before that time."""
-        waiting = self._unmarked.pop(p, [])
-        done = released + [pos for at, pos in waiting if at is None or at <= upto]
-        later: list[tuple[datetime | None, Position]] = [
-            (at, pos) for at, pos in waiting if at is not None and at > upto
-        ]
-        if later:
-            self._unmarked[p] = later
-        for topic, partition, offset in done:
+    def _marked(self, p: int, released: list[Position]) -> None:
+        """The partition's mark and its sources' progress were written: what it released is in
+        the stage's state (the cluster view applies its input only when it settles), and so
+        are the reports read since the last mark."""
+        for topic, partition, offset in released + self._unmarked.pop(p, []):
             self.ledger.done(self.logic.name, topic, partition, offset)
 
     def buffer(self, p: int) -> Reorder[Any]:
@@ -242,7 +215,7 @@ class KeyedStage:
         buf = self.buffer(p)
         buf.watermarks.on_progress(event.message.topic, progress)
         await s.ack(event)
-        self._unmarked.setdefault(p, []).append((None, position(event.message)))
+        self._unmarked.setdefault(p, []).append(position(event.message))
         wm, ready = buf.ready()
         if wm is None:
             await self._report_restored(p, buf)
@@ -265,7 +238,7 @@ class KeyedStage:
             return  # forgotten while settling: all of it is read and released again
         self.table[released_key(p)] = wm.isoformat().encode()
         self.table[progress_key(p)] = buf.watermarks.save()
-        self._marked(p, wm, released)
+        self._marked(p, released)
         await self.logic.report(p, wm)
 
     async def _report_restored(self, p: int, buf: Reorder[Any]) -> None:

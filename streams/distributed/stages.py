@@ -1,9 +1,10 @@
 """The three stages of the Faust runner, each the pipeline's operator for its key:
 
-- tasks (keyed by pod): pod events, scheduler events and GPU memory peaks -> ``TaskJoin``;
-  sends task deltas to the cluster view and bindings to the pod's node;
+- tasks (keyed by pod): pod events and scheduler events -> ``TaskJoin``; sends task deltas to
+  the cluster view and bindings to the pod's node;
 - nodes (keyed by node): node events, GPU samples, the kubelet's SystemOOM events and bindings
-  -> ``NodeJoin``; sends node deltas to the cluster view and memory peaks to the pod;
+  -> ``NodeJoin``; sends node deltas to the cluster view, and the pods' memory peaks beside
+  them for the history (the view drops them);
 - cluster view (one partition, low rate): deltas (with the quota refusals the tasks stage
   passes on), and quota and queue objects straight from their topic -> ``ClusterAnalysis``,
   one event-time instant at a time; sends signals, and the view's report on each instant
@@ -43,7 +44,8 @@ from streams.distributed.codec import (
     encode_progress,
     encode_report,
 )
-from streams.distributed.stage import Decoded, Direct, HeldInput, StageCounters, released_key
+from streams.distributed.stage import Decoded, HeldInput, StageCounters, released_key
+from streams.distributed.state_schema import CLUSTER_CLOCK, VIEW_PREFIXES, StateSchemaError
 from streams.instants import Instants, OrderKey
 from streams.operator import StateChanges
 from streams.pipeline import Evaluation, InstantOutput, PipelineDef
@@ -71,8 +73,6 @@ log = logging.getLogger(__name__)
 ACTING_KEY = b"~acting"
 """The acting step's state (the gate's ledger, the quarantined nodes) in the cluster table;
 ``~`` keeps it apart from the view's entries."""
-TELEMETRY = OrderKey(datetime.min, 2**63 - 1, "\uffff", "", 2)
-"""Order of a telemetry-driven delta within its instant: after the instant's ordered deltas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +80,9 @@ class Outlets:
     """The worker's output topics, and the names of the input topics a stage tells apart."""
 
     bindings: Any
-    peaks: Any
     deltas: Any
     signals: Any
     actions: Any
-    peaks_topic: str
     bindings_topic: str
     queues_topic: str
     binding_partitions: int
@@ -124,14 +122,6 @@ class TaskLogic:
         self.loaded: set[str] = set()
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
-        if topic == self.out.peaks_topic:
-            decoded = decode(raw)
-            if isinstance(decoded, SourceProgress):
-                return None  # peaks are telemetry: not waited for
-            peak, _ = decoded
-            if not isinstance(peak, PeakReport):
-                raise DecodeError(f"expected a peak report, got {type(peak).__name__}")
-            return Direct(TaskInput(peak.key, peak, peak.at), peak.at)
         item = decode_input(raw)
         if isinstance(item, SourceProgress):
             return item
@@ -144,11 +134,11 @@ class TaskLogic:
             return HeldInput(ordered(item), quota_refused(item))
         return HeldInput(ordered(item), TaskInput(item.key, p, item.event_time, item.id))
 
-    async def apply(self, order: OrderKey | None, item: object) -> None:
+    async def apply(self, order: OrderKey, item: object) -> None:
         if item is None:
             return
         if isinstance(item, QuotaRefused):
-            o = None if order is None else order._replace(rank=TASK_RANK, sub=0)
+            o = order._replace(rank=TASK_RANK, sub=0)
             owner = f"{item.event.object_namespace or 'default'}/{item.event.object_name or ''}"
             await self.out.deltas.send(key=owner.encode(), value=encode(item, order=o))
             return  # no state: the refusal is the cluster view's to keep
@@ -161,11 +151,11 @@ class TaskLogic:
         outs = op.apply(item)
         deltas = [o for o in outs if isinstance(o, TaskProfileUpdate)]
         for sub, u in enumerate(deltas):
-            o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
+            o = order._replace(rank=TASK_RANK, sub=sub)
             await self.out.deltas.send(key=item.key.encode(), value=encode(u, order=o))
         binds = [o for o in outs if isinstance(o, Binding)]
         for sub, b in enumerate(binds):
-            o = None if order is None else order._replace(rank=TASK_RANK, sub=sub)
+            o = order._replace(rank=TASK_RANK, sub=sub)
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
         if op is self.op:  # not forgotten meanwhile (see persist)
             persist(self.table, op.snapshot())
@@ -216,25 +206,26 @@ class NodeLogic:
             return HeldInput(ordered(item), NodeInput(p.event.node, p, item.event_time, item.id))
         raise DecodeError(f"a {item.kind.value} event on {topic}")
 
-    async def apply(self, order: OrderKey | None, item: object) -> None:
+    async def apply(self, order: OrderKey, item: object) -> None:
         if item is None:
             return
-        assert isinstance(item, NodeInput) and order is not None
+        assert isinstance(item, NodeInput)
         if item.node not in self.loaded:
             raw = self.table.get(item.node.encode())
             self.op.restore({} if raw is None else {item.node: raw})
             self.loaded.add(item.node)
         op = self.op
         outs = op.apply(item)
-        deltas = [o for o in outs if isinstance(o, NodeProfileUpdate)]
+        # a node's profile and its pods' new memory peaks, in the order the embedded join
+        # gives them (``ordered_deltas``): the peaks go to the history, not to a pod's stage
+        deltas = [o for o in outs if isinstance(o, NodeProfileUpdate | PeakReport)]
         for sub, u in enumerate(deltas):
             # a binding's delta keeps the binding's place among its pod's outputs
             o = order._replace(
                 rank=NODE_RANK, sub=order.sub if isinstance(item.item, Binding) else sub
             )
-            await self.out.deltas.send(key=item.node.encode(), value=encode(u, order=o))
-        for pk in (o for o in outs if isinstance(o, PeakReport)):
-            await self.out.peaks.send(key=pk.key.encode(), value=encode(pk, order=None))
+            key = u.name if isinstance(u, NodeProfileUpdate) else u.node
+            await self.out.deltas.send(key=key.encode(), value=encode(u, order=o))
         if op is self.op:  # not forgotten meanwhile (see persist)
             persist(self.table, op.snapshot())
 
@@ -283,10 +274,17 @@ class ClusterLogic:
             ia: Instants[Any, Signal] = Instants(op)
             raw_released = self.table.get(released_key(0))
             entries = {k.decode(): v for k, v in self.table.items() if not k.startswith(b"~")}
-            if raw_released is not None and "clock" in entries:
+            if raw_released is not None and CLUSTER_CLOCK in entries:
                 op.restore(entries)
                 ia.watermark = datetime.fromisoformat(raw_released.decode())
                 _log_rebuilt(op, ia.watermark)
+            elif any(k.startswith(VIEW_PREFIXES) for k in entries):
+                # `gpufrag worker` refuses such a table before it starts (state_schema.py);
+                # met here all the same, it stops the stage rather than start it empty
+                raise StateSchemaError(
+                    "the cluster view's table holds a view without its release mark or "
+                    "schedule: restart the workers, which check the app id's state first"
+                )
             else:
                 op.restore({})  # a fresh view, whose changes go to the table from now on
             self._acting = self.pipeline.acting()
@@ -315,16 +313,17 @@ class ClusterLogic:
         if isinstance(decoded, SourceProgress):
             return decoded
         delta, order = decoded
+        if isinstance(delta, PeakReport):
+            return None  # history only: the view keeps no pod's memory peak
         if not isinstance(delta, NodeProfileUpdate | TaskProfileUpdate | QuotaRefused):
             raise DecodeError(f"expected a profile delta, got {type(delta).__name__}")
-        if order is None:
-            return Direct(delta, delta.at)  # telemetry-driven (a memory peak): applied as it comes
+        if order is None:  # a worker of an older version, sending a peak-driven task delta
+            raise DecodeError("a profile delta without its place in the event order")
         return HeldInput(order, delta, derived=True)
 
-    async def apply(self, order: OrderKey | None, item: object) -> None:
+    async def apply(self, order: OrderKey, item: object) -> None:
         assert isinstance(item, NodeProfileUpdate | TaskProfileUpdate | QueueUpdate | QuotaRefused)
-        key = order if order is not None else TELEMETRY._replace(at=item.at)
-        await self._publish(self.instants().add(key, item))
+        await self._publish(self.instants().add(order, item))
 
     async def settle(self, p: int, upto: datetime) -> None:
         await self._publish(self.instants().release(upto, on_instant=self._on_instant))

@@ -46,7 +46,6 @@ QUEUES = TopicSpec(
     {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
 )
 NODE_BINDINGS = TopicSpec("gpufrag.node-bindings", 12, "node name", _delete(7))
-POD_PEAKS = TopicSpec("gpufrag.pod-peaks", 12, "namespace/name", _delete(1))
 CAPACITY_DELTAS = TopicSpec("gpufrag.capacity-deltas", 1, "node name or namespace/name", _delete(7))
 SIGNALS = TopicSpec("gpufrag.signals", 3, "signal fingerprint", _delete(30))
 ACTIONS = TopicSpec("gpufrag.actions", 3, "action id", _delete(90))
@@ -65,7 +64,6 @@ ALL = (
     GPU_SAMPLES,
     QUEUES,
     NODE_BINDINGS,
-    POD_PEAKS,
     CAPACITY_DELTAS,
     SIGNALS,
     ACTIONS,
@@ -88,15 +86,31 @@ TABLES = {
 """The worker's Faust tables and their partitions (those of the stream that writes them)."""
 
 
+def changelog(app_id: str, table: str) -> str:
+    """A table's changelog topic, named as Faust names it."""
+    return f"{app_id}-{table}-changelog"
+
+
 def changelogs(app_id: str) -> list[TopicSpec]:
     """The tables' changelog topics, named as Faust names them. Created up front, compacted,
     so a worker never races the broker's metadata for a topic it has just declared."""
     return [
         TopicSpec(
-            f"{app_id}-{table}-changelog",
+            changelog(app_id, table),
             partitions,
             "table key",
             {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
         )
         for table, partitions in TABLES.items()
     ]
+
+
+def state_schema(app_id: str) -> TopicSpec:
+    """Where the app id's state schema version is kept (``state_schema.py``): one key,
+    compacted, beside its changelogs."""
+    return TopicSpec(
+        f"{app_id}-state-schema",
+        1,
+        "b'schema'",
+        {"cleanup.policy": "compact", "min.compaction.lag.ms": "60000"},
+    )

@@ -96,9 +96,6 @@ class QuotaRefused:
     at: datetime
 
 
-ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | QueueUpdate | QuotaRefused
-
-
 def telemetry_of(
     sample: GpuSample,
     prev: GpuTelemetry | None,
@@ -149,7 +146,6 @@ def task_profile(pod: Pod, previous: TaskProfile | None, *, at: datetime) -> Tas
         pod,
         bound_at=bound_at,
         finished_at=finished_at,
-        gpu_memory_peak_mib=previous.gpu_memory_peak_mib if previous else None,
         oom_count=previous.oom_count if previous else 0,
         counted_ooms=previous.counted_ooms if previous else (),
         scheduler=previous.scheduler if previous and waits(pod.node, pod.phase) else None,
@@ -171,11 +167,18 @@ class Binding:
 
 @dataclass(frozen=True, slots=True)
 class PeakReport:
-    """GPU memory a pod was seen using, sent from the node's stage to the pod's. Keyed by pod."""
+    """A new GPU memory peak of a pod bound to ``node``: made by the node's stage, which reads
+    the samples and the bindings in event-time order, and stored as history (never fed back to
+    the pod's stage: that loop had no order, and a short-lived pod's peak came after it was
+    gone). Keyed by pod."""
 
     key: str
+    node: str
     used_mib: float
     at: datetime
+
+
+ProfileUpdate = NodeProfileUpdate | TaskProfileUpdate | PeakReport | QueueUpdate | QuotaRefused
 
 
 @dataclass(slots=True)
@@ -187,13 +190,16 @@ class NodeState:
     telemetry: dict[CardKey, GpuTelemetry] = field(default_factory=dict)
     profile: NodeProfile | None = None
     system_ooms: SystemOoms = field(default_factory=SystemOoms)
+    peaks: dict[str, float] = field(default_factory=dict)
+    """Each bound pod's largest GPU memory reading so far (MiB): a peak is reported when it
+    rises, and forgotten when the pod leaves the node."""
     derived: NodeDerived | None = field(default=None, compare=False, repr=False)
     """What the profile takes from the node and its bindings, and each card's state: dropped
     when they change (``node_step``), never saved (rebuilt from the rest on first use)."""
 
     @property
     def empty(self) -> bool:
-        return self.node is None and not self.bound and not self.telemetry
+        return self.node is None and not self.bound and not self.telemetry and not self.peaks
 
 
 def _refresh(
@@ -265,6 +271,7 @@ def node_step(
         st.derived = None
         if item.task is None:
             st.bound.pop(item.key, None)
+            st.peaks.pop(item.key, None)
         else:
             st.bound[item.key] = item.task
         return _refresh(name, st, at, rules), peaks
@@ -278,27 +285,25 @@ def node_step(
             st.derived = None  # a card newly read as MIG instances: the numbering may move
         else:
             derived.gpus.pop(item.gpu_index, None)  # only this card's state changed
-    peaks.extend(PeakReport(key, mib, at) for key, mib in tel.pods)
+    for key, mib in tel.pods:
+        # a pod not bound here (its binding not come yet, or a name the sampler guessed) has
+        # no peak to keep: held, it would stay until a binding that may never come
+        if key in st.bound and mib > st.peaks.get(key, -1.0):
+            st.peaks[key] = mib
+            peaks.append(PeakReport(key, name, mib, at))
     return (_refresh(name, st, at, rules) if st.node is not None else []), peaks
 
 
 def task_step(
     key: str,
     prev: TaskProfile | None,
-    item: PodEvent | SchedulingEvent | PeakReport,
+    item: PodEvent | SchedulingEvent,
     at: datetime,
     *,
     event_id: str | None = None,
 ) -> tuple[TaskProfile | None, list[TaskProfileUpdate], list[Binding]]:
     """The pod-keyed half of the join: the pod's new profile, its change, and the bindings
     its nodes must hear about."""
-    if isinstance(item, PeakReport):
-        if prev is None or (
-            prev.gpu_memory_peak_mib is not None and item.used_mib <= prev.gpu_memory_peak_mib
-        ):
-            return prev, [], []
-        new = prev.model_copy(update={"gpu_memory_peak_mib": item.used_mib})
-        return new, [TaskProfileUpdate(key, new, at)], []
     if isinstance(item, SchedulingEvent):
         if prev is None:
             return prev, [], []  # about a pod not seen yet (or gone): nothing to attach it to

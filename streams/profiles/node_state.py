@@ -42,6 +42,7 @@ def encode_node_state(st: NodeState) -> bytes:
             },
             "profile": _json_of(st.profile),
             "system_ooms": st.system_ooms.to_json(),
+            "peaks": st.peaks,
         }
     )
 
@@ -75,4 +76,6 @@ def decode_node_state(data: bytes) -> NodeState:
         telemetry={_card_of(c): _telemetry(t) for c, t in body["telemetry"].items()},
         profile=None if body["profile"] is None else NodeProfile.model_validate(body["profile"]),
         system_ooms=SystemOoms.from_json(body.get("system_ooms")),
+        # none before peaks were kept here: the next reading of each pod reports its peak
+        peaks={str(k): float(v) for k, v in body.get("peaks", {}).items()},
     )

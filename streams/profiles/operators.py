@@ -8,7 +8,7 @@ on which runner made it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -76,10 +76,10 @@ DEFAULT_RULES = card_rules(DetectorSettings())
 
 @dataclass(frozen=True, slots=True)
 class TaskInput:
-    """One input of a pod: its object, a scheduler event about it, or a memory peak."""
+    """One input of a pod: its object or a scheduler event about it."""
 
     key: str
-    item: PodEvent | SchedulingEvent | PeakReport
+    item: PodEvent | SchedulingEvent
     at: datetime
     event_id: str | None = None
     """The event's id; an OOM kill is counted once per id (redelivery, a watcher's re-list)."""
@@ -124,55 +124,32 @@ class _Clock:
 
 
 class TaskJoin(_Clock):
-    """The pod-keyed half: a task profile per pod. Snapshot entries: pod key -> the profile and
-    the event time of the latest input folded into it."""
+    """The pod-keyed half: a task profile per pod. Snapshot entries: pod key -> its profile."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tasks: dict[str, TaskProfile] = {}
-        self.seen: dict[str, datetime] = {}
-        """Pod -> event time of the latest pod or scheduler event folded into its profile."""
         self._dirty: set[str] = set()
 
     def apply(self, item: TaskInput) -> list[TaskProfileUpdate | Binding]:
         self._see(item.at)
         key = item.key
-        seen = self.seen.get(key)
-        at = item.at
-        if isinstance(item.item, PeakReport):
-            # a peak's delta carries the whole profile: dated at the peak alone, a profile that
-            # already holds a later OOM kill would be placed before it (the Faust worker's
-            # peaks come over Kafka, after events of later times), and the kill seen too early
-            at = max(at, seen) if seen is not None else at
         prev = self.tasks.get(key)
-        new, updates, binds = task_step(key, prev, item.item, at, event_id=item.event_id)
-        if new is None:
-            self.seen.pop(key, None)  # no profile (gone, or never seen): nothing to date
-        elif not isinstance(item.item, PeakReport) and (seen is None or at > seen):
-            self.seen[key] = at
+        new, updates, binds = task_step(key, prev, item.item, item.at, event_id=item.event_id)
         if new is not prev:
             if new is None:
                 self.tasks.pop(key, None)
             else:
                 self.tasks[key] = new
-        if self._tracking and (new is not prev or self.seen.get(key) != seen):
-            self._dirty.add(key)
+            if self._tracking:
+                self._dirty.add(key)
         return [*updates, *binds]
 
     def snapshot(self) -> StateChanges:
         out: StateChanges = {}
         for key in sorted(self._dirty):
             task = self.tasks.get(key)
-            if task is None:
-                out[key] = None
-                continue
-            seen = self.seen.get(key)
-            out[key] = orjson.dumps(
-                {
-                    "profile": task.model_dump(mode="json"),
-                    "seen_at": None if seen is None else seen.isoformat(),
-                }
-            )
+            out[key] = None if task is None else orjson.dumps(task.model_dump(mode="json"))
         self._dirty.clear()
         return out
 
@@ -181,11 +158,9 @@ class TaskJoin(_Clock):
         for key, raw in entries.items():
             body = orjson.loads(raw)
             if isinstance(body, dict) and set(body) == {"profile", "seen_at"}:
-                self.tasks[key] = TaskProfile.model_validate(body["profile"])
-                if body["seen_at"] is not None:
-                    self.seen[key] = datetime.fromisoformat(body["seen_at"])
-            else:  # a profile saved before the time of its latest input was kept
-                self.tasks[key] = TaskProfile.model_validate(body)
+                # saved while peaks came back to this stage, dated by the pod's latest input
+                body = body["profile"]
+            self.tasks[key] = TaskProfile.model_validate(body)
 
 
 class NodeJoin(_Clock):
@@ -275,8 +250,8 @@ def is_system_oom(p: object) -> bool:
 
 
 class ProfileJoin(_Clock):
-    """Both halves in one process (the embedded runner): bindings go straight to the node half,
-    memory peaks straight to the pod half. Snapshot entries: ``t/<pod>`` and ``n/<node>``."""
+    """Both halves in one process (the embedded runner): bindings go straight to the node half.
+    Snapshot entries: ``t/<pod>`` and ``n/<node>``."""
 
     def __init__(self, *, rules: CardRules = DEFAULT_RULES) -> None:
         super().__init__()
@@ -300,12 +275,7 @@ class ProfileJoin(_Clock):
         if (t := task_input(item)) is not None:
             return self._task(t)
         if (n := node_input(item)) is not None:
-            node_out = self.node_half.apply(n)
-            peaks = [o for o in node_out if isinstance(o, PeakReport)]
-            out: list[ProfileUpdate] = []
-            for peak in peaks:
-                out += self._task(TaskInput(peak.key, peak, item.event_time))
-            return out + [o for o in node_out if isinstance(o, NodeProfileUpdate)]
+            return list(self.node_half.apply(n))
         if isinstance(item.payload, QueueEvent):
             return [queue_update(item)]
         if (refused := quota_refused(item)) is not None:
@@ -342,13 +312,13 @@ TASK_RANK, NODE_RANK = 0, 1
 
 
 def ordered_deltas(
-    env: Envelope, updates: list[ProfileUpdate]
+    env: Envelope, updates: Sequence[ProfileUpdate]
 ) -> list[tuple[OrderKey, ProfileUpdate]]:
     """The order keys the distributed runner gives the same deltas (see ``OrderKey``)."""
     subs = [0, 0]
     out = []
     for u in updates:
-        rank = NODE_RANK if isinstance(u, NodeProfileUpdate) else TASK_RANK
+        rank = NODE_RANK if isinstance(u, NodeProfileUpdate | PeakReport) else TASK_RANK
         out.append((OrderKey(u.at, env.seq or 0, env.source, env.id, rank, subs[rank]), u))
         subs[rank] += 1
     return out

@@ -21,7 +21,7 @@ from models import EventKind
 from models.progress import SourceProgress
 from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Watermarks
-from streams.distributed.stage import Decoded, Direct, HeldInput, KeyedStage, Reject, StageCounters
+from streams.distributed.stage import Decoded, HeldInput, KeyedStage, Reject, StageCounters
 from streams.instants import OrderKey
 
 T0 = datetime(2023, 7, 1, tzinfo=UTC)
@@ -51,8 +51,7 @@ class _Stream:
 @dataclass
 class _Logic:
     """Items are ``item:<seconds>``, progress reports ``upto:<seconds>`` (and a second
-    source's ``late-upto:<seconds>``), telemetry ``peak:<seconds>``; anything else is
-    refused."""
+    source's ``late-upto:<seconds>``); anything else is refused."""
 
     name: str = "toy"
     applied: list[str] = field(default_factory=list)
@@ -67,13 +66,11 @@ class _Logic:
             return SourceProgress(source="publisher", upto=at, kinds=(EventKind.POD,))
         if kind == "late-upto":  # a second source, behind the first
             return SourceProgress(source="watcher", upto=at, kinds=(EventKind.POD,))
-        if kind == "peak":
-            return Direct(raw.decode(), at)
         if kind != "item":
             raise ValueError(f"not ours: {raw!r}")
         return HeldInput(OrderKey(at, int(seconds), "publisher", raw.decode()), raw.decode())
 
-    async def apply(self, order: OrderKey | None, item: object) -> None:
+    async def apply(self, order: OrderKey, item: object) -> None:
         self.applied.append(str(item))
 
     async def settle(self, p: int, upto: datetime) -> None:
@@ -170,20 +167,6 @@ def test_a_release_is_committable_only_after_it_settled_and_its_mark_was_written
     assert _committable(stage) == 5
 
 
-def test_telemetry_ahead_of_the_mark_waits_for_a_mark_that_passes_it() -> None:
-    stage, logic, _ = _stage()
-    stream = _Stream()
-    for offset, raw in enumerate(["item:10", "upto:10", "peak:40", "peak:5"]):
-        _read(stage, stream, offset, raw)
-    assert logic.applied == ["item:10", "peak:40", "peak:5"]
-    assert _committable(stage) == 2  # peak:5 at 3 is finished already, peak:40 is not
-    _read(stage, stream, 4, "item:20")
-    _read(stage, stream, 5, "upto:30")
-    assert _committable(stage) == 2  # peak:40 waits for a mark at or past its time
-    _read(stage, stream, 6, "upto:40")
-    assert _committable(stage) == 7
-
-
 def test_a_dead_lettered_message_is_committable_at_once() -> None:
     refused: list[str] = []
 
@@ -202,7 +185,7 @@ def test_a_dead_lettered_message_is_committable_at_once() -> None:
 def test_a_revoked_partitions_held_input_is_never_committed() -> None:
     stage, _, _ = _stage()
     stream = _Stream()
-    for offset, raw in enumerate(["item:10", "upto:10", "item:20", "peak:30"]):
+    for offset, raw in enumerate(["item:10", "upto:10", "item:20", "item:30"]):
         _read(stage, stream, offset, raw)
     stage.revoked({0})
     _read(stage, stream, 4, "upto:30")  # the next owner's report, past the forgotten input

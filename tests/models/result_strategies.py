@@ -153,7 +153,6 @@ def st_node_profile(draw: st.DrawFn) -> NodeProfile:
 
 _opt_bound_after = st.none() | st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=3))
 _opt_aware_datetime = st.none() | _aware_datetime
-_opt_peak = st.none() | st.floats(0, 1e6)
 _oom_count = st.integers(0, 100)
 _preemptions = st.integers(0, 5)
 
@@ -166,7 +165,6 @@ def st_task_profile(draw: st.DrawFn) -> TaskProfile:
         pod,
         bound_at=None if bound is None else pod.created_at + bound,
         finished_at=draw(_opt_aware_datetime),
-        gpu_memory_peak_mib=draw(_opt_peak),
         oom_count=draw(_oom_count),
         scheduler=draw(_opt_verdict),
         preemptions=draw(_preemptions),

@@ -140,7 +140,6 @@ def test_valid_fixtures_are_valid() -> None:
         (NodeProfile, PROFILE, "cpu_milli_allocatable"),
         (NodeProfile, PROFILE, "memory_mib_requested"),
         (TaskProfile, TASK, "oom_count"),
-        (TaskProfile, TASK, "gpu_memory_peak_mib"),
     ],
 )
 def test_negative_numbers_rejected(cls: type[BaseModel], base: dict[str, Any], field: str) -> None:

@@ -201,6 +201,7 @@ class RefTask:
     finished_at: datetime | None = None
     oom_count: int = 0
     peak: float | None = None
+    """Its GPU memory peak on its node: kept by the node's half, not in the profile."""
     counted: list[str] = field(default_factory=list)  # OOM event ids, each kill once
 
 
@@ -267,6 +268,8 @@ def final_state(events: list[Envelope]) -> Reference:
                 ref.tasks.pop(key, None)
                 continue
             task = ref.tasks.setdefault(key, RefTask(pod=p.pod))
+            if task.pod.node != p.pod.node:
+                task.peak = None  # left the node that measured it: a new node starts afresh
             task.pod = p.pod
             if p.pod.node is not None and task.bound_at is None:
                 task.bound_at = at
@@ -284,7 +287,8 @@ def final_state(events: list[Envelope]) -> Reference:
             if s.pod is not None and s.memory_used_mib is not None:
                 card.pods = {f"{s.namespace or NAMESPACE}/{s.pod}": s.memory_used_mib}
             t = ref.tasks.get(f"{s.namespace or NAMESPACE}/{s.pod}") if s.pod else None
-            if t is not None and s.memory_used_mib is not None:
+            # a peak only for a pod bound to the sample's node (the node's stage knows no other)
+            if t is not None and t.pod.node == s.node and s.memory_used_mib is not None:
                 t.peak = s.memory_used_mib if t.peak is None else max(t.peak, s.memory_used_mib)
         else:
             e = p.event
@@ -304,7 +308,6 @@ def expected_task(key: str, t: RefTask) -> TaskProfile:
         pod,
         bound_at=t.bound_at,
         finished_at=t.finished_at,
-        gpu_memory_peak_mib=t.peak,
         oom_count=t.oom_count,
         counted_ooms=tuple(t.counted[-16:]),
     )

@@ -150,11 +150,9 @@ async def test_a_worker_counts_what_its_cluster_view_finds_and_never_goes_down()
     signals = _Sent()
     out = Outlets(
         bindings=None,
-        peaks=None,
         deltas=None,
         signals=signals,
         actions=signals,
-        peaks_topic="peaks",
         bindings_topic="bindings",
         queues_topic="queues",
         binding_partitions=1,

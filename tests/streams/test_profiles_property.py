@@ -21,6 +21,7 @@ from streams.profiles.health import health_step
 from streams.profiles.join import (
     GpuTelemetry,
     NodeProfileUpdate,
+    PeakReport,
     ProfileUpdate,
     TaskProfileUpdate,
     node_profile,
@@ -68,13 +69,19 @@ def test_profiles_equal_a_recomputation_after_any_event_sequence(events: list[En
         got = join.tasks[key]
         assert (got.requests, got.phase, got.node) == (t.pod.requests, t.pod.phase, t.pod.node)
         assert got == expected_task(key, t), key
+        # its memory peak, kept by the half of the node it is bound to
+        held = join.node_states.get(t.pod.node) if t.pod.node is not None else None
+        assert (None if held is None else held.peaks.get(key)) == t.peak, key
 
     # the emitted updates end in the final state
     last_node: dict[str, NodeProfile | None] = {}
     last_task: dict[str, TaskProfile | None] = {}
+    last_peak: dict[str, float] = {}
     for out in outputs:
         if isinstance(out, NodeProfileUpdate):
             last_node[out.name] = out.profile
+        elif isinstance(out, PeakReport):
+            last_peak[out.key] = out.used_mib
         else:
             assert isinstance(out, TaskProfileUpdate)
             last_task[out.key] = out.profile
@@ -87,6 +94,8 @@ def test_profiles_equal_a_recomputation_after_any_event_sequence(events: list[En
         key = f"{NAMESPACE}/{name}"
         if key in ref.tasks:
             assert last_task[key] == join.tasks[key]
+            if ref.tasks[key].peak is not None:  # the latest report is the peak kept
+                assert last_peak[key] == ref.tasks[key].peak
         else:
             assert last_task.get(key) is None
 

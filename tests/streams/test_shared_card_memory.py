@@ -19,6 +19,7 @@ from models import (
     ResourceRequest,
 )
 from models.cards import SharingMode
+from streams.profiles.join import PeakReport
 from streams.profiles.operators import ProfileJoin
 
 T0 = datetime(2026, 12, 2, tzinfo=UTC)
@@ -79,15 +80,18 @@ def joined() -> ProfileJoin:
 
 def test_each_pod_on_a_time_sliced_card_has_its_own_memory_and_peak() -> None:
     join = joined()
+    reported: list[tuple[str, float]] = []
     for i, (a, b) in enumerate([(2_000, 5_000), (9_000, 1_000), (3_000, 1_000)]):
         sample = to_sample(NODE.name, reading(a, b), pod_of_pid=by_cgroup)
         assert sample.pod is None  # the card as a whole belongs to neither
-        join.apply(wrap(GpuSampleEvent(sample=sample), 10 + i))
+        out = join.apply(wrap(GpuSampleEvent(sample=sample), 10 + i))
+        reported += [(o.key, o.used_mib) for o in out if isinstance(o, PeakReport)]
     card = join.node_profiles[NODE.name].gpus[0]
     assert card.pod_memory_mib == {"serving/a": 3_000.0, "serving/b": 1_000.0}
     assert card.memory_used_mib == 4_300.0 and card.memory_shared
-    assert join.tasks["serving/a"].gpu_memory_peak_mib == 9_000.0
-    assert join.tasks["serving/b"].gpu_memory_peak_mib == 5_000.0
+    # each pod's peak, reported as it rose and never again below it
+    assert reported == [("serving/a", 2_000.0), ("serving/b", 5_000.0), ("serving/a", 9_000.0)]
+    assert join.node_states[NODE.name].peaks == {"serving/a": 9_000.0, "serving/b": 5_000.0}
 
 
 def test_a_card_level_reading_is_marked_shared_with_the_pods_that_share_it() -> None:
@@ -96,11 +100,11 @@ def test_a_card_level_reading_is_marked_shared_with_the_pods_that_share_it() -> 
     sample = GpuSample(
         node=NODE.name, gpu_index=0, memory_total_mib=15_360.0, memory_used_mib=7_000.0
     )
-    join.apply(wrap(GpuSampleEvent(sample=sample), 10))
+    out = join.apply(wrap(GpuSampleEvent(sample=sample), 10))
     card = join.node_profiles[NODE.name].gpus[0]
     assert card.memory_shared and card.pods == ("serving/a", "serving/b")
     assert card.pod_memory_mib == {} and card.memory_used_mib == 7_000.0
-    assert join.tasks["serving/a"].gpu_memory_peak_mib is None
+    assert not [o for o in out if isinstance(o, PeakReport)]  # no pod's own figure
 
 
 def test_a_process_of_a_pod_not_bound_here_gives_no_figure() -> None:

@@ -21,6 +21,7 @@ from streams.app.console.options import (
 )
 from streams.app.lifecycle.bus import Bus
 from streams.app.lifecycle.run_record import RunSpec, status_of
+from streams.app.lifecycle.run_writers import RunWriters
 from streams.app.lifecycle.session import Session
 from streams.app.lifecycle.stopping import stop_event
 from streams.app.queries.stored_summary import stored_summary
@@ -53,7 +54,8 @@ def sink(
         counts = asyncio.run(_run(bus, session, group=group, run_id=run_id, duration_s=duration_s))
     typer.echo(
         f"stored {counts['events']} events, {counts['node_profiles']} node and "
-        f"{counts['task_profiles']} task profile snapshots, {counts['cluster_reports']} cluster "
+        f"{counts['task_profiles']} task profile snapshots, {counts['task_memory_peaks']} memory "
+        f"peaks, {counts['cluster_reports']} cluster "
         f"reports, {counts['signals']} signals ({counts['repeats']} repeats dropped), "
         f"{counts['actions']} action records and "
         f"{counts['dead_letters']} dead letters from {bus.bootstrap} into {session.store.dsn}, "
@@ -72,6 +74,9 @@ async def _run(
         params={"group": group},
     )
     async with session.recorded(info) as (record, rows):
+        writers = RunWriters(record.store, run_id)
+        await writers.join()
+        beating = asyncio.create_task(writers.beat())
         consumer = AIOKafkaConsumer(
             *sink_topics(bus.prefix),
             **client_kwargs(bus.kafka),
@@ -90,16 +95,23 @@ async def _run(
             with contextlib.suppress(Exception):  # offsets not committed: read again next time
                 await consumer.stop()
             await rows.stop()
+            beating.cancel()
             counts = {**out.counts, **(out.history.counts if out.history else {})}
             summary: dict[str, object] = {}
+            others: list[str] = []
             try:
+                others = await writers.leave(counts)
                 summary = await asyncio.to_thread(stored_summary, record.store, run_id)
             except StoreError:
                 if rows.fatal is None:
                     raise
             summary["stored_by_this_sink"] = counts
+            status = status_of(rows.fatal)
+            if others and rows.fatal is None:
+                # the run ends with the last of its sinks: the others still store their share
+                status, summary["still_storing"] = "running", others
             await record.end(
-                status_of(rows.fatal),
+                status,
                 summary,
                 failure=rows.fatal,
                 store_trouble=rows.fatal is not None,

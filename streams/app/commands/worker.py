@@ -16,6 +16,7 @@ from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
 from streams.app.lifecycle.session import Session
+from streams.app.lifecycle.worker_state import check_state_schema
 from streams.app.replaying.workload import pod_shape
 from streams.app.sinks.domain_metrics import domain_metrics_for
 from streams.distributed.app import WorkerConfig, build_app
@@ -53,6 +54,8 @@ def worker(
                 coverage=settings.analysis.coverage,
             )
         asyncio.run(bus.ensure_topics(app_id=app_id))
+        # an older layout is migrated or refused here, in one line: never read as empty
+        asyncio.run(check_state_schema(bus.kafka, app_id))
         credentials = faust_credentials(bus.kafka)
     cfg = WorkerConfig(
         app_id=app_id,

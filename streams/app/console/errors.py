@@ -18,6 +18,7 @@ _USER_ERRORS = (
     ("streams.simulation.cluster", "TraceReplayError"),
     ("connectors.clickhouse.dsn", "StoreError"),
     ("connectors.kafka.security", "KafkaSecurityError"),
+    ("streams.distributed.state_schema", "StateSchemaError"),
     ("streams.app.queries.named_queries", "QueryError"),
     ("streams.app.lifecycle.plugins", "PluginError"),
     ("models.component_registry", "UnknownComponent"),

@@ -36,7 +36,8 @@ class Bus:
         ]
         if app_id is not None:
             out += [
-                TopicRequest(t.name, t.partitions, t.configs) for t in topics.changelogs(app_id)
+                TopicRequest(t.name, t.partitions, t.configs)
+                for t in (*topics.changelogs(app_id), topics.state_schema(app_id))
             ]
         return out
 

@@ -27,10 +27,12 @@ RUN_TABLES = (
     "gpu_samples",
     "node_profiles",
     "task_profiles",
+    "task_memory_peaks",
     "signals",
     "pending_explanations",
     "cluster_frag",
     "dead_letter",
+    "run_writers",
     "runs",
 )
 

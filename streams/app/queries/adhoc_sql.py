@@ -50,6 +50,8 @@ TABLE_NOTES: Mapping[str, str] = {
     "node_profiles": "a node profile snapshot on every change (removed = 1 when the node left)",
     "task_profiles": "a task (pod) profile snapshot on every change (removed = 1 when the pod "
     "was deleted)",
+    "task_memory_peaks": "a pod's GPU memory peak each time it rose, from its node's samples in "
+    "event-time order",
     "signals": "signals as they opened and resolved: one row per (fingerprint, opened_at, state)",
     "actions": "proposed or executed actions with their audit evidence",
     "pending_explanations": "why pending pods could not run, each time the pending queue was "
@@ -58,6 +60,8 @@ TABLE_NOTES: Mapping[str, str] = {
     "cluster_frag_1m": "per-minute rollup of cluster_frag (a plain view over the deduplicated "
     "table)",
     "dead_letter": "rows that could never be written, with the reason: nothing is dropped silently",
+    "run_writers": "the processes storing a run (several sinks): each beats while it stores, so "
+    "the last to stop ends the run",
     "schema_migrations": "the numbered migrations (sql/migrations) applied to this store",
 }
 """One line per table on what it holds, from the comments in ``sql/migrations/*.sql``."""

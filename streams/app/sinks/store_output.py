@@ -26,14 +26,20 @@ from connectors.clickhouse.rows import (
     explanation_row,
     gpu_sample_row,
     signal_row,
+    task_peak_row,
 )
 from connectors.clickhouse.sink import ClickHouseSink
 from models import Envelope, GpuSampleEvent, to_json
-from streams.profiles.join import NodeProfileUpdate, ProfileUpdate, TaskProfileUpdate
+from streams.profiles.join import (
+    NodeProfileUpdate,
+    PeakReport,
+    ProfileUpdate,
+    TaskProfileUpdate,
+)
 from streams.profiles.operators import ordered_deltas
 from streams.runner.embedded import Emission, Failure
 
-_PROFILE_KINDS = (NodeProfileUpdate, TaskProfileUpdate)
+_PROFILE_KINDS = (NodeProfileUpdate, TaskProfileUpdate, PeakReport)
 _COLUMNS = {
     "events": EVENT_COLUMNS,
     "node_profiles": NODE_PROFILE_COLUMNS,
@@ -68,8 +74,8 @@ class StoreOutput:
             hot["events"] = [event_values(run, env, ingested_at=datetime.now(UTC))]
             if isinstance(env.payload, GpuSampleEvent):
                 add("gpu_samples", gpu_sample_row(run, env))
-            if item.deltas:
-                self._profile_rows(env, item.deltas, hot)
+            if item.deltas and (peaks := self._profile_rows(env, item.deltas, hot)):
+                rows["task_memory_peaks"] = peaks
         for signal in item.signals():
             per_kind = self.signal_counts.setdefault(signal.kind, {})
             per_kind[signal.state] = per_kind.get(signal.state, 0) + 1
@@ -91,10 +97,12 @@ class StoreOutput:
 
     def _profile_rows(
         self, env: Envelope, updates: list[ProfileUpdate], hot: dict[str, list[Values]]
-    ) -> None:
+    ) -> list[Row]:
         """Each profile change of the event, under the key the distributed runner gives the
-        same delta (``OrderKey.row_seq``), so both runners store it on one row."""
+        same delta (``OrderKey.row_seq``), so both runners store it on one row; returns the
+        memory peaks' rows."""
         run = self.run_id
+        peaks: list[Row] = []
         deltas: list[ProfileUpdate] = [u for u in updates if isinstance(u, _PROFILE_KINDS)]
         for key, u in ordered_deltas(env, deltas):
             seq = key.row_seq()
@@ -104,6 +112,11 @@ class StoreOutput:
             elif isinstance(u, TaskProfileUpdate):
                 row = task_profile_values(run, u.key, u.profile, at=u.at, seq=seq)
                 hot.setdefault("task_profiles", []).append(row)
+            elif isinstance(u, PeakReport):  # a few a storm: a dict row, like the samples
+                peaks.append(
+                    task_peak_row(run, u.key, node=u.node, used_mib=u.used_mib, at=u.at, seq=seq)
+                )
+        return peaks
 
     async def dead_letter(self, failure: Failure) -> None:
         payload = to_json(failure.env).decode()

@@ -19,16 +19,18 @@ from connectors.clickhouse.rows import (
     explanation_row,
     gpu_sample_row,
     node_profile_row,
+    task_peak_row,
     task_profile_row,
 )
 from models import GpuSampleEvent
 from models.progress import SourceProgress
 from streams.distributed.codec import decode, decode_input, decode_report
-from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+from streams.profiles.join import NodeProfileUpdate, PeakReport, TaskProfileUpdate
 
 Rows = list[tuple[str, Row]]
 TELEMETRY_SEQ = 2**64 - 1
-"""The profile tables' largest seq (UInt64): after every ordered delta of the instant."""
+"""The profile tables' largest seq (UInt64): after every ordered delta of the instant (only
+an older worker's deltas come without a place)."""
 
 
 @dataclass
@@ -44,6 +46,7 @@ class HistoryRows:
             "events": 0,
             "node_profiles": 0,
             "task_profiles": 0,
+            "task_memory_peaks": 0,
             "cluster_reports": 0,
             "skipped": 0,
         }
@@ -86,9 +89,9 @@ class HistoryRows:
         msg, order = decoded
         # seq orders the changes within one instant (the key is run, name, ts, seq): the
         # delta's place in the source order, as the embedded runner stores it, so a re-read
-        # record, or a delta a restarted worker sends again, replaces the row it wrote. A
-        # telemetry-driven delta has no place in the source order; it takes the instant's
-        # last seq, so the instant keeps its last such change.
+        # record, or a delta a restarted worker sends again, replaces the row it wrote. Every
+        # delta of this version has its place; one without (a peak-driven task delta of a
+        # worker before peaks moved to the node stage) takes the instant's last seq.
         seq = order.row_seq() if order is not None else TELEMETRY_SEQ
         if isinstance(msg, NodeProfileUpdate):
             self.counts["node_profiles"] += 1
@@ -98,6 +101,12 @@ class HistoryRows:
             self.counts["task_profiles"] += 1
             row = task_profile_row(self.run_id, msg.key, msg.profile, at=msg.at, seq=seq)
             return [("task_profiles", row)]
+        if isinstance(msg, PeakReport):
+            self.counts["task_memory_peaks"] += 1
+            row = task_peak_row(
+                self.run_id, msg.key, node=msg.node, used_mib=msg.used_mib, at=msg.at, seq=seq
+            )
+            return [("task_memory_peaks", row)]
         return []
 
     def _report(self, raw: bytes) -> Rows:

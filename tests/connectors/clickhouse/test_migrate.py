@@ -18,12 +18,14 @@ TABLES = {
     "gpu_samples",
     "node_profiles",
     "task_profiles",
+    "task_memory_peaks",
     "signals",
     "actions",
     "pending_explanations",
     "cluster_frag",
     "cluster_frag_1m",
     "dead_letter",
+    "run_writers",
     "schema_migrations",
 }
 

@@ -21,7 +21,7 @@ from streams.app.sinks.topic_history import TELEMETRY_SEQ, HistoryRows
 from streams.app.sinks.topic_sink import TopicSink
 from streams.distributed.codec import decode_report, encode, encode_progress, encode_report
 from streams.instants import OrderKey
-from streams.profiles.join import NodeProfileUpdate, TaskProfileUpdate
+from streams.profiles.join import NodeProfileUpdate, PeakReport, TaskProfileUpdate
 from tests.connectors.clickhouse.bus_fakes import TP, Consumer, Record
 from tests.connectors.clickhouse.factories import (
     SUMMARY,
@@ -50,6 +50,7 @@ def report() -> InstantReport:
 
 
 ORDER = OrderKey(at(1), 1, "kube", "e1")
+PEAK_ORDER = OrderKey(at(1), 2, "dcgm", "s1", rank=1)
 
 
 def batches() -> list[dict[TP, list[Record]]]:
@@ -59,6 +60,8 @@ def batches() -> list[dict[TP, list[Record]]]:
         encode(TaskProfileUpdate("ml/job-1", task_profile(), at(1)), order=order),
         encode_progress(SourceProgress(source="nodes/0", upto=at(1), kinds=())),
         encode(TaskProfileUpdate("ml/job-1", None, at(2)), order=None),  # the pod was deleted
+        # a new memory peak, made by the node's stage beside its profile
+        encode(PeakReport("ml/job-1", "gpu-node-1", 9_000.0, at(1)), order=PEAK_ORDER),
     ]
     progress = encode_progress(SourceProgress(source="dcgm", upto=at(1), kinds=()))
     return [
@@ -94,7 +97,14 @@ async def sink_once(make_sink: SinkMaker) -> HistoryRows:
     return history
 
 
-TABLES = ("events", "gpu_samples", "node_profiles", "task_profiles", "cluster_frag")
+TABLES = (
+    "events",
+    "gpu_samples",
+    "node_profiles",
+    "task_profiles",
+    "task_memory_peaks",
+    "cluster_frag",
+)
 
 
 def count(store: Store, table: str, *, final: bool = False) -> int:
@@ -126,6 +136,7 @@ async def test_history_records_become_the_embedded_runners_rows_once(
         "events": 1,
         "node_profiles": 1,
         "task_profiles": 2,
+        "task_memory_peaks": 1,
         "cluster_reports": 1,
         "skipped": 3,  # two progress reports and the broken record
     }
@@ -139,6 +150,8 @@ async def test_history_records_become_the_embedded_runners_rows_once(
     assert [tuple(r) for r in tasks] == [("ml/job-1", placed, 0), ("ml/job-1", TELEMETRY_SEQ, 1)]
     (node,) = store.query("SELECT node, seq FROM node_profiles").rows
     assert tuple(node) == ("gpu-node-1", placed)
+    (peak,) = store.query("SELECT pod, node, seq, used_mib FROM task_memory_peaks").rows
+    assert tuple(peak) == ("ml/job-1", "gpu-node-1", PEAK_ORDER.row_seq(), 9_000.0)
     (frag,) = store.query("SELECT ts, frag_amount_pct, pending_pods FROM cluster_frag").rows
     assert (frag[1], frag[2]) == (18.75, 1)
     (exp,) = store.query("SELECT pod, unplaceable, reasons FROM pending_explanations").rows

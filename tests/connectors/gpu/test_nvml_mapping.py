@@ -26,6 +26,7 @@ from models import (
     PodPhase,
     ResourceRequest,
 )
+from streams.profiles.join import PeakReport
 from streams.profiles.operators import ProfileJoin
 from tests.connectors.gpu.readings import H200_DIR, reading_of
 
@@ -130,13 +131,16 @@ def test_attributed_samples_feed_the_task_memory_peak(h200: Path) -> None:
     )
     join.apply(Envelope.wrap(NodeEvent(change="upsert", node=node), event_time=AT, source="t"))
     join.apply(Envelope.wrap(PodEvent(change="upsert", pod=pod), event_time=AT, source="t"))
+    peaks: list[float] = []
     for phase in ("idle", "after_100GiB", "after_free"):
         s = to_sample("gpu-node-1", reading_of(meta[phase], meta), pod_of_pid=lambda _: owner)
-        join.apply(Envelope.wrap(GpuSampleEvent(sample=s), event_time=AT, source="nvml"))
+        out = join.apply(Envelope.wrap(GpuSampleEvent(sample=s), event_time=AT, source="nvml"))
+        peaks += [o.used_mib for o in out if isinstance(o, PeakReport) and o.key == "ml/train-0"]
     # the pod's own peak is its process's memory (NVML's per-process figure), not the card's
     # used memory, which adds the driver's share (108,571,525,120 bytes)
     own = sum(used for _, used in meta["after_100GiB"]["procs"])
-    assert join.tasks["ml/train-0"].gpu_memory_peak_mib == pytest.approx(own / 2**20)
+    assert peaks[-1] == pytest.approx(own / 2**20)
+    assert join.node_states["gpu-node-1"].peaks["ml/train-0"] == peaks[-1]
     gpu = join.node_profiles["gpu-node-1"].gpus[0]
     assert gpu.memory_total_mib == 143771.0 and gpu.healthy
     # the last reading, after PyTorch freed its tensors: the process keeps its context
