@@ -80,6 +80,10 @@ class EventPublisher:
             kinds=tuple(EventKind(k) for k in sorted(self.topic_of)),
         )
         value = to_json(progress)
+        # the events the report covers are acknowledged first: a batch the producer retries
+        # after a broker restart (a new producer id, so idempotence no longer orders it) could
+        # otherwise land after the report, and break its promise (events dead-lettered as late)
+        await self._producer.flush()
         for topic in sorted(set(self.topic_of.values())):
             for partition in sorted(await self._producer.partitions_for(topic)):
                 await self._producer.send(topic, key=b"", value=value, partition=partition)

@@ -89,6 +89,12 @@ class CommitLedger:
         if part is not None and (part.committed is None or offset > part.committed):
             part.committed = offset
 
+    def resumes_at(self, topic: str, partition: int) -> int | None:
+        """Where this consumer reads the partition from (its commit, or the log's start), or a
+        later commit of its own; None before it said (``start``)."""
+        part = self._parts.get((topic, partition))
+        return None if part is None else part.committed
+
     def commits(self) -> dict[TopicPartition, int]:
         """Where the group would resume each partition held here (for the lag gauge)."""
         return {tp: p.committed for tp, p in self._parts.items() if p.committed is not None}

@@ -39,10 +39,14 @@ class Watermarks:
     """Upstream stage partitions (source name -> the topic they report on): always waited for."""
     max_source_lag_s: float = 600.0
     _upto: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    _offset: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Where the report that set each channel's progress was read (its topic's partition)."""
+    _saved: dict[tuple[str, str], tuple[datetime, int]] = field(default_factory=dict)
+    """Progress a previous owner saved, not yet trusted: see ``resolve``."""
     _needs: dict[str, frozenset[str]] = field(default_factory=dict)
 
-    def on_progress(self, topic: str, progress: SourceProgress) -> bool:
-        """Record a report; True when it moved this channel forward."""
+    def on_progress(self, topic: str, progress: SourceProgress, offset: int = -1) -> bool:
+        """Record a report read at ``offset``; True when it moved this channel forward."""
         if progress.source not in self.fixed:
             needs = frozenset(
                 self.topic_of_kind[k] for k in progress.kinds if k in self.topic_of_kind
@@ -53,7 +57,28 @@ class Watermarks:
         if old is not None and progress.upto <= old:
             return False
         self._upto[ch] = progress.upto
+        self._offset[ch] = offset
         return True
+
+    def resolve(self, topic: str, start: int | None) -> list[tuple[str, str, int]]:
+        """Trust or drop the saved progress of ``topic``'s channels, once this owner knows
+        where it reads that topic from (``start``: its commit, or the first offset it read;
+        None: not known yet). A saved report below the start was committed past and is not
+        read again: its progress holds. One at or past it is read again, and the items before
+        it with it: trusted now, it would release past those items before they come back (two
+        topics of one partition read in any interleaving; the chaos soak lost 169 events
+        that way, dead-lettered as late after a rebalance)."""
+        if start is None or not self._saved:
+            return []
+        trusted: list[tuple[str, str, int]] = []
+        for ch in [c for c in self._saved if c[1] == topic]:
+            at, offset = self._saved.pop(ch)
+            old = self._upto.get(ch)
+            if offset < start and (old is None or at > old):
+                self._upto[ch] = at
+                self._offset[ch] = offset
+                trusted.append((*ch, offset))
+        return trusted
 
     def current(self) -> datetime | None:
         """None until every source has reported on every topic it writes here."""
@@ -91,21 +116,28 @@ class Watermarks:
         """Every channel's progress and the outside sources' topics (JSON), kept with the
         stage's release mark: a restarted stage resumes from it, so the reports it covers need
         not be read again and the worker may commit past them."""
+        kept = {ch: (at, self._offset.get(ch, -1)) for ch, at in self._upto.items()}
+        for ch, (at, offset) in self._saved.items():  # still undecided: passed on as they are
+            if ch not in kept or at > kept[ch][0]:
+                kept[ch] = (at, offset)
         return orjson.dumps(
             {
                 "needs": orjson.Fragment(self.known()),
-                "upto": [[s, t, at.isoformat()] for (s, t), at in sorted(self._upto.items())],
+                "upto": [[s, t, at.isoformat(), o] for (s, t), (at, o) in sorted(kept.items())],
             }
         )
 
     def load(self, saved: bytes) -> None:
+        """Each channel's saved progress waits for ``resolve``; one saved without the offset
+        of its report (an older version) counts as below any start."""
         body = orjson.loads(saved)
         self.expect(orjson.dumps(body["needs"]))
-        for source, topic, at in body["upto"]:
-            when = datetime.fromisoformat(at)
-            old = self._upto.get((source, topic))
-            if old is None or when > old:
-                self._upto[(source, topic)] = when
+        for source, topic, at, *offset in body["upto"]:
+            self._saved[(source, topic)] = (datetime.fromisoformat(at), offset[0] if offset else -1)
+
+    def saved_topics(self) -> set[str]:
+        """The topics whose saved progress ``resolve`` has not decided yet."""
+        return {t for _, t in self._saved}
 
     def snapshot(self) -> dict[str, object]:
         """For logs and metrics: each channel's progress."""

@@ -126,6 +126,10 @@ class KeyedStage:
         self._holding: dict[int, set[Position]] = {}
         """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
+        self._first_read: dict[int, dict[str, int]] = {}
+        self._late_logged: set[int] = set()
+        """Partitions whose first late message since assignment was logged with its marks."""
+        """The first offset each topic of a partition was read from since it was assigned."""
         self._unmarked: dict[int, list[Position]] = {}
         """Progress reports read since the partition's last mark: finished at the next one."""
 
@@ -143,6 +147,17 @@ class KeyedStage:
     async def on_event(self, s: Any, event: Any) -> None:
         msg = event.message
         self.counters.add("read")
+        # progress a previous owner saved for this topic is trusted only for reports below
+        # where this owner reads it from: the first message read says where that is
+        if trusted := self.buffer(msg.partition).watermarks.resolve(msg.topic, msg.offset):
+            log.debug(
+                "%s/%s: saved progress trusted below %s: %s",
+                msg.topic,
+                msg.partition,
+                msg.offset,
+                trusted,
+            )
+        self._first_read.setdefault(msg.partition, {}).setdefault(msg.topic, msg.offset)
         try:
             decoded = self.logic.decode(msg.topic, event.value)
         except Exception as exc:  # not one of ours: dead letter, go on
@@ -208,12 +223,19 @@ class KeyedStage:
             self.buffers.pop(p, None)
             self._holding.pop(p, None)
             self._unmarked.pop(p, None)
+            self._first_read.pop(p, None)
+            self._late_logged.discard(p)
             self._rereported.discard(p)
         self.logic.reset()
 
     async def _progress(self, s: Any, p: int, event: Any, progress: SourceProgress) -> None:
         buf = self.buffer(p)
-        buf.watermarks.on_progress(event.message.topic, progress)
+        marks = buf.watermarks
+        marks.on_progress(event.message.topic, progress, event.message.offset)
+        for topic in marks.saved_topics():  # topics not read yet: from where they will be
+            start = self.ledger.resumes_at(topic, p)
+            if trusted := marks.resolve(topic, start):
+                log.debug("%s/%s: saved progress trusted below %s: %s", topic, p, start, trusted)
         await s.ack(event)
         self._unmarked.setdefault(p, []).append(position(event.message))
         wm, ready = buf.ready()
@@ -259,6 +281,22 @@ class KeyedStage:
             self.counters.add("redelivered")
         else:  # never silently: the source promised this would not come
             assert buf.released is not None
+            msg = event.message
+            first = msg.partition not in self._late_logged
+            self._late_logged.add(msg.partition)
+            (log.warning if first else log.debug)(
+                "%s/%s@%s late for stage %s: restored %s, released %s, first read %s, "
+                "resumes at %s, progress %s",
+                msg.topic,
+                msg.partition,
+                msg.offset,
+                self.logic.name,
+                buf.restored,
+                buf.released,
+                self._first_read.get(msg.partition),
+                self.ledger.resumes_at(msg.topic, msg.partition),
+                buf.watermarks.snapshot(),
+            )
             await self._reject(
                 event,
                 f"late: event time at or before {buf.released.isoformat()}, which its source "

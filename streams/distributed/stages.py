@@ -278,15 +278,18 @@ class ClusterLogic:
                 op.restore(entries)
                 ia.watermark = datetime.fromisoformat(raw_released.decode())
                 _log_rebuilt(op, ia.watermark)
-            elif any(k.startswith(VIEW_PREFIXES) for k in entries):
+            elif CLUSTER_CLOCK not in entries and any(k.startswith(VIEW_PREFIXES) for k in entries):
                 # `gpufrag worker` refuses such a table before it starts (state_schema.py);
                 # met here all the same, it stops the stage rather than start it empty
                 raise StateSchemaError(
-                    "the cluster view's table holds a view without its release mark or "
-                    "schedule: restart the workers, which check the app id's state first"
+                    "the cluster view's table holds a view saved without its schedule: "
+                    "restart the workers, which check the app id's state first"
                 )
             else:
-                op.restore({})  # a fresh view, whose changes go to the table from now on
+                # a fresh view (or one whose worker stopped before its first mark: nothing of
+                # its input was committed, so all of it is read again onto an empty view); its
+                # changes go to the table from now on
+                op.restore({})
             self._acting = self.pipeline.acting()
             raw_acting = self.table.get(ACTING_KEY)
             if raw_acting is not None:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 STATE_SCHEMA = 2
 SCHEMA_KEY = b"schema"
-CLUSTER_RELEASED = "~released/0"
 CLUSTER_CLOCK = "clock"
 VIEW_PREFIXES = ("n/", "t/", "q/", "o/")
 """The cluster view's entries: nodes, tasks, quota objects, open signals."""
@@ -63,16 +62,15 @@ def _rebuild(app_id: str) -> str:
 
 
 def _from_1(found: StoredState, app_id: str) -> None:
-    """Version 1's entries are read as they are; only a cluster view saved without its release
-    mark or its schedule (before either was kept) cannot be restored."""
+    """Version 1's entries are read as they are; only a cluster view saved without its schedule
+    (``clock``, kept since 2026-12-02) cannot be restored. A view without a release mark is one
+    whose worker stopped before its first mark: nothing of its input was committed, so it is
+    rebuilt from the start, as before."""
     keys = found.cluster_keys or frozenset()
-    if not any(k.startswith(VIEW_PREFIXES) for k in keys):
-        return  # no view yet: nothing it could lose
-    missing = [k for k in (CLUSTER_RELEASED, CLUSTER_CLOCK) if k not in keys]
-    if missing:
+    if any(k.startswith(VIEW_PREFIXES) for k in keys) and CLUSTER_CLOCK not in keys:
         raise StateSchemaError(
-            f"app id {app_id!r} holds a cluster view saved without {' and '.join(missing)} "
-            f"(state schema 1, an older gpufrag); this version cannot place it in event time: "
+            f"app id {app_id!r} holds a cluster view saved without its schedule ({CLUSTER_CLOCK}"
+            f"; state schema 1, an older gpufrag); this version cannot place it in event time: "
             f"{_rebuild(app_id)}"
         )
 

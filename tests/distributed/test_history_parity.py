@@ -16,7 +16,6 @@ a minute on a 2-core machine; 0 for the whole trace).
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from datetime import datetime
@@ -26,12 +25,10 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.app.commands.report import Axis, load_report
-from streams.app.commands.sql import queries_dir
-from streams.app.queries.named_queries import bind, load_queries
 from streams.app.sinks.topic_sink import sink_topics
 from tests.app.metrics_scrape import Scrape, compare, instant_of, parse, rows_by_instant
-from tests.app.pipeline_helpers import gpufrag, gpufrag_env, store_at
+from tests.app.pipeline_helpers import gpufrag, store_at
+from tests.distributed.history_compare import assert_same_history, rows, whatif_json
 from tests.distributed.worker_helpers import (
     kafka_env,
     last_event_time,
@@ -46,15 +43,6 @@ from tests.ports import free_port
 pytestmark = pytest.mark.kafka
 NODES = int(os.environ.get("GPUFRAG_PARITY_NODES", "120"))
 STORMS = 2
-SAME_TABLES = (
-    "events",
-    "gpu_samples",
-    "node_profiles",
-    "cluster_frag",
-    "pending_explanations",
-    "signals",
-    "actions",
-)
 SUMMARY_KEYS = (
     "events",
     "frag_amount_pct",
@@ -111,54 +99,6 @@ def _distributed(
     return log, parse(body)
 
 
-def _rows(dsn: str, sql: str, run_id: str) -> list[tuple[object, ...]]:
-    with store_at(dsn) as st:
-        return [tuple(r) for r in st.query(sql, parameters={"run_id": run_id}).rows]
-
-
-def _named(dsn: str, run_id: str) -> dict[str, list[tuple[object, ...]]]:
-    out = {}
-    with store_at(dsn) as st:
-        for name, query in sorted(load_queries(queries_dir()).items()):
-            params = bind(query, {"run_id": run_id}, latest_run=lambda: None)
-            out[name] = [tuple(r) for r in st.query(query.sql, parameters=params).rows]
-    return out
-
-
-def _explain(dsn: str, run_id: str, pod: str) -> str:
-    # one width for both: the run ids differ in length, so wrapping must not depend on them
-    out = subprocess.run(
-        [sys.executable, "-m", "streams.app", "explain", pod, "--run", run_id],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**gpufrag_env(dsn), "COLUMNS": "400"},
-    )
-    assert out.returncode == 0, out.stderr
-    return re.sub(r"\(run [0-9a-z-]+\)", "(run R)", out.stdout)
-
-
-def _whatif(dsn: str, run_id: str) -> dict[str, Any]:
-    out = gpufrag(dsn, "whatif", "--run", run_id, "--policy", "fgd", "--json")
-    assert out.returncode == 0, out.stderr
-    result: dict[str, Any] = orjson.loads(out.stdout)
-    assert result.pop("run_id") == run_id
-    return result
-
-
-def _report(dsn: str, run_id: str) -> tuple[object, ...]:
-    with store_at(dsn) as st:
-        data = load_report(st, run_id, axis=Axis.ARRIVAL)
-    return (
-        data.frag_series,
-        data.pending_by_reason,
-        data.stranded_nodes,
-        data.signal_counts,
-        data.recent_signals,
-    )
-
-
 def test_the_embedded_runner_and_kafka_workers_and_sink_keep_the_same_history(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,7 +109,7 @@ def test_the_embedded_runner_and_kafka_workers_and_sink_keep_the_same_history(
         kafka_bootstrap, topic_prefix, theirs, tmp_path, last_event_time(ours)
     )
     a = str(embedded["run_id"])
-    (b, mode, raw_summary) = _rows(theirs, "SELECT run_id, mode, summary FROM runs FINAL", "")[0]
+    (b, mode, raw_summary) = rows(theirs, "SELECT run_id, mode, summary FROM runs FINAL", "")[0]
     assert mode == "distributed"
     b = str(b)
 
@@ -179,49 +119,16 @@ def test_the_embedded_runner_and_kafka_workers_and_sink_keep_the_same_history(
     with store_at(theirs) as st:
         compare(scrape, rows_by_instant(st, b)[at])
 
-    # every named query gives the same rows
-    named = _named(ours, a)
-    assert named == _named(theirs, b), sink_log[-2000:]
-    assert named["signal_timeline"] and named["fragmentation_over_time"]
+    # every named query, table, profile, peak, explanation and report figure
+    named = assert_same_history(ours, a, theirs, b)
+    assert named["signal_timeline"] and named["fragmentation_over_time"], sink_log[-2000:]
     storms = [r for r in named["signal_timeline"] if r[2] == "oom_storm" and r[1] == "open"]
     assert len(storms) >= STORMS  # the scripted incidents are in both histories
-
-    # the tables themselves: the same rows by key
-    for table in SAME_TABLES:
-        sql = f"SELECT count() FROM {table} FINAL WHERE run_id = {{run_id:String}}"
-        assert _rows(ours, sql, a) == _rows(theirs, sql, b), table
-    keys = "SELECT node, ts, seq, profile FROM node_profiles FINAL WHERE run_id = {run_id:String}"
-    assert set(_rows(ours, keys, a)) == set(_rows(theirs, keys, b))
-    # task profiles and the pods' GPU memory peaks: the same rows by key, the storm pods'
-    # (alive under two minutes) included
-    tasks = "SELECT pod, ts, seq, profile FROM task_profiles FINAL WHERE run_id = {run_id:String}"
-    assert set(_rows(ours, tasks, a)) == set(_rows(theirs, tasks, b))
-    peaks = (
-        "SELECT pod, ts, seq, node, used_mib FROM task_memory_peaks FINAL "
-        "WHERE run_id = {run_id:String}"
-    )
-    our_peaks = set(_rows(ours, peaks, a))
-    assert our_peaks == set(_rows(theirs, peaks, b))
-    assert len({r[0] for r in our_peaks}) >= 4 * STORMS  # each storm: its aggressor, victims
-
-    # explain for a sample of the pods that were pending at an evaluation
-    pods = _rows(
-        ours,
-        "SELECT DISTINCT pod FROM pending_explanations FINAL WHERE run_id = {run_id:String} "
-        "ORDER BY cityHash64(pod) LIMIT 6",
-        a,
-    )
-    assert pods
-    for (pod,) in pods:
-        assert _explain(ours, a, str(pod)) == _explain(theirs, b, str(pod)), pod
-
-    # the report's figures, the curve against arrived demand on both sides
-    ours_report = _report(ours, a)
-    assert ours_report == _report(theirs, b)
-    assert ours_report[0]  # a curve to compare
+    peaks = "SELECT DISTINCT pod FROM task_memory_peaks FINAL WHERE run_id = {run_id:String}"
+    assert len(rows(ours, peaks, a)) >= 4 * STORMS  # each storm: its aggressor, victims
 
     # what-if on the sink's history is the what-if on the embedded runner's
-    assert _whatif(ours, a) == _whatif(theirs, b)
+    assert whatif_json(ours, a) == whatif_json(theirs, b)
 
     # the run's summary: what the history alone can tell
     summary = orjson.loads(str(raw_summary))

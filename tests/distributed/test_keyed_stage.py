@@ -152,7 +152,8 @@ def test_the_commit_stops_at_held_input_and_passes_a_report_once_its_progress_is
     assert logic.applied == ["item:10", "item:20"]
     assert _committable(stage) == 4
     saved = orjson.loads(stage.table[b"~progress/0"])
-    assert saved["upto"] == [["publisher", "pods", (T0 + timedelta(seconds=20)).isoformat()]]
+    # each channel with where its report was read: a successor trusts it only below its start
+    assert saved["upto"] == [["publisher", "pods", (T0 + timedelta(seconds=20)).isoformat(), 3]]
 
 
 def test_a_release_is_committable_only_after_it_settled_and_its_mark_was_written() -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from models import GpufragSettings
+from streams.distributed.stage import StageCounters
+from streams.distributed.stages import ClusterLogic, Outlets
 from streams.distributed.state_schema import (
     STATE_SCHEMA,
     StateSchemaError,
@@ -13,6 +16,7 @@ from streams.distributed.state_schema import (
     needs_cluster_keys,
     verdict,
 )
+from streams.pipeline import define_pipeline
 
 VIEW = frozenset({"n/node-1", "t/ml/train-0", "o/abc", "~released/0", "clock"})
 
@@ -22,8 +26,10 @@ GOES_ON = [
     (StoredState(schema=STATE_SCHEMA, written=True), False),  # this version's own
     (StoredState(schema=None, written=True, cluster_keys=VIEW), True),  # schema 1, whole view
     (StoredState(schema=1, written=True, cluster_keys=VIEW), True),
-    # schema 1 with no view yet (a worker stopped before its first release): nothing to lose
+    # schema 1 with no view yet, or one whose worker stopped before its first mark (nothing
+    # committed: it is rebuilt from the start)
     (StoredState(schema=None, written=True, cluster_keys=frozenset({"~released/0"})), True),
+    (StoredState(schema=None, written=True, cluster_keys=VIEW - {"~released/0"}), True),
     (StoredState(schema=None, written=True, cluster_keys=frozenset()), True),
 ]
 
@@ -31,11 +37,11 @@ REFUSED = [
     # (what is stored, words the one line must hold)
     (
         StoredState(schema=None, written=True, cluster_keys=VIEW - {"clock"}),
-        ["without clock", "schema 1", "--app-id old-v2"],
+        ["without its schedule (clock", "schema 1", "--app-id old-v2"],
     ),
     (
         StoredState(schema=1, written=True, cluster_keys=VIEW - {"clock", "~released/0"}),
-        ["without ~released/0 and clock", "--app-id old-v2"],
+        ["without its schedule (clock", "--app-id old-v2"],
     ),
     (
         StoredState(schema=STATE_SCHEMA + 1, written=True),
@@ -65,3 +71,26 @@ def test_only_a_migration_reads_the_cluster_changelog() -> None:
     assert needs_cluster_keys(StoredState(schema=1, written=True))
     assert not needs_cluster_keys(StoredState(schema=None, written=False))
     assert not needs_cluster_keys(StoredState(schema=STATE_SCHEMA, written=True))
+
+
+def _cluster(table: dict[bytes, bytes]) -> ClusterLogic:
+    out = Outlets(
+        bindings=None,
+        deltas=None,
+        signals=None,
+        actions=None,
+        bindings_topic="bindings",
+        queues_topic="queues",
+        binding_partitions=1,
+    )
+    return ClusterLogic(define_pipeline(GpufragSettings()), table, out, StageCounters({}))
+
+
+def test_the_cluster_stage_never_starts_an_older_view_empty() -> None:
+    node = b'{"name": "n"}'
+    # saved without its schedule: refused (a worker started without the check)
+    with pytest.raises(StateSchemaError, match="without its schedule"):
+        _cluster({b"n/node-1": node, b"~released/0": b"2023-07-01T00:00:00+00:00"}).instants()
+    # its worker stopped before the first mark: nothing committed, rebuilt from the start
+    fresh = _cluster({b"n/node-1": node, b"clock": b"{}"}).instants()
+    assert fresh.watermark is None and fresh.op.view.nodes == {}

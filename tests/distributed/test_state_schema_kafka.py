@@ -54,7 +54,7 @@ def test_a_view_saved_without_its_schedule_is_refused_in_one_line(
     assert out.returncode == 2, out.stderr[-3000:]
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr[-3000:]
-    assert "without clock" in lines[0] and f"--app-id {app_id}-v{STATE_SCHEMA}" in lines[0]
+    assert "without its schedule" in lines[0] and f"--app-id {app_id}-v{STATE_SCHEMA}" in lines[0]
     assert asyncio.run(_recorded(kafka, app_id)) is None  # refused: nothing recorded
 
 
