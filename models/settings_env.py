@@ -34,6 +34,9 @@ NOT_SETTINGS = frozenset(
         "GPUFRAG_PARITY_NODES",
         "GPUFRAG_FUZZ_SEED",
         "GPUFRAG_FUZZ_EXAMPLES",
+        "GPUFRAG_SOAK",
+        "GPUFRAG_SOAK_MINUTES",
+        "GPUFRAG_SOAK_SEED",
     }
 )
 """``GPUFRAG_*`` names that are not settings and are left alone: the local Kafka and

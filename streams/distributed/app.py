@@ -235,6 +235,7 @@ def build_app(cfg: WorkerConfig) -> tuple[faust.App, WorkerStats]:
         queues_topic=name[topics.QUEUES.name],
         binding_partitions=topics.NODE_BINDINGS.partitions,
         reports=topic(topics.CLUSTER_REPORTS),
+        flush=lambda: app.producer.flush(),
     )
     marks = _marks(cfg, name)
     ledger = _ledger(name)

@@ -60,7 +60,7 @@ class Watermarks:
         self._offset[ch] = offset
         return True
 
-    def resolve(self, topic: str, start: int | None) -> list[tuple[str, str, int]]:
+    def resolve(self, topic: str, start: int | None) -> list[tuple[str, str, str, int]]:
         """Trust or drop the saved progress of ``topic``'s channels, once this owner knows
         where it reads that topic from (``start``: its commit, or the first offset it read;
         None: not known yet). A saved report below the start was committed past and is not
@@ -70,14 +70,14 @@ class Watermarks:
         that way, dead-lettered as late after a rebalance)."""
         if start is None or not self._saved:
             return []
-        trusted: list[tuple[str, str, int]] = []
+        trusted: list[tuple[str, str, str, int]] = []
         for ch in [c for c in self._saved if c[1] == topic]:
             at, offset = self._saved.pop(ch)
             old = self._upto.get(ch)
             if offset < start and (old is None or at > old):
                 self._upto[ch] = at
                 self._offset[ch] = offset
-                trusted.append((*ch, offset))
+                trusted.append((*ch, at.isoformat(), offset))
         return trusted
 
     def current(self) -> datetime | None:
@@ -140,8 +140,11 @@ class Watermarks:
         return {t for _, t in self._saved}
 
     def snapshot(self) -> dict[str, object]:
-        """For logs and metrics: each channel's progress."""
-        return {f"{s}@{t}": at.isoformat() for (s, t), at in sorted(self._upto.items())}
+        """For logs and metrics: each channel's progress (and where its report was read)."""
+        return {
+            f"{s}@{t}": f"{at.isoformat()}#{self._offset.get((s, t), -1)}"
+            for (s, t), at in sorted(self._upto.items())
+        }
 
 
 @dataclass(slots=True)

@@ -238,10 +238,21 @@ class KeyedStage:
                 log.debug("%s/%s: saved progress trusted below %s: %s", topic, p, start, trusted)
         await s.ack(event)
         self._unmarked.setdefault(p, []).append(position(event.message))
+        before = buf.released
         wm, ready = buf.ready()
         if wm is None:
             await self._report_restored(p, buf)
             return
+        if before == buf.restored:  # the first release since the partition was assigned
+            log.info(
+                "%s/%s first release: %s -> %s on %s (first read %s)",
+                self.logic.name,
+                p,
+                before,
+                wm,
+                marks.snapshot(),
+                self._first_read.get(p),
+            )
         holding = self._holding.get(p, set())
         released: list[Position] = []
         for order, (ev, item) in ready:

@@ -18,7 +18,7 @@ whole from its table on first use.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -88,22 +88,42 @@ class Outlets:
     binding_partitions: int
     reports: Any = None
     """The cluster view's per-instant reports; None: not published."""
+    flush: Callable[[], Awaitable[None]] | None = None
+    """Wait until every message handed to the producer is acknowledged (None: nothing to wait
+    for, as in tests without a broker)."""
+
+
+async def flushed(out: Outlets) -> None:
+    if out.flush is not None:
+        await out.flush()
 
 
 def persist(table: Any, changes: StateChanges) -> None:
-    """Write an operator's changed state. Each stage calls it after sending the outputs of
-    what changed it: a worker stopped between the two (a SIGTERM cancels its agents at their
-    next await) then reads the item again onto the old state and sends the outputs again, an
-    exact copy downstream. Written first, the state already held the item, the join saw no
-    change, and the outputs were never sent at all. For the same reason a stage forgotten
-    while it sent (a revocation, or its partitions read again from their start) writes
-    nothing afterwards: the operator it would write from is no longer the one the table and
-    the reread input will rebuild."""
+    """Write an operator's changed state. Each stage calls it once the outputs of what changed
+    it are acknowledged (``flushed``), at its release: a worker killed before the state is
+    written reads the items again onto the old state and sends the outputs again, exact
+    copies downstream. Written before its outputs were acknowledged, the state could survive
+    a kill -9 that lost them (the producer sends each partition's batch on its own), and the
+    successor, finding the item in its state, sent nothing: the chaos soak's history missed
+    task and node profile rows that way. For the same reason a stage forgotten while it sent
+    (a revocation, or its partitions read again from their start) writes nothing afterwards:
+    the operator it would write from is no longer the one the table and the reread input will
+    rebuild."""
     for key, value in changes.items():
         if value is None:
             table.pop(key.encode(), None)
         else:
             table[key.encode()] = value
+
+
+async def _persist_after_flush(table: Any, out: Outlets, current: Callable[[], Any]) -> None:
+    """What the partition's release changed, written once its outputs are acknowledged; the
+    agent handles one partition's event at a time, so every key changed since the last write
+    is this partition's (its changelog partition is the event's)."""
+    op = current()
+    await flushed(out)
+    if op is current():  # not forgotten meanwhile (see persist)
+        persist(table, op.snapshot())
 
 
 def ordered(item: Any) -> OrderKey:
@@ -157,11 +177,9 @@ class TaskLogic:
         for sub, b in enumerate(binds):
             o = order._replace(rank=TASK_RANK, sub=sub)
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
-        if op is self.op:  # not forgotten meanwhile (see persist)
-            persist(self.table, op.snapshot())
 
     async def settle(self, p: int, upto: datetime) -> None:
-        """Nothing left to settle: each item's state was written as it was applied."""
+        await _persist_after_flush(self.table, self.out, lambda: self.op)
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"tasks/{p}", upto=upto, kinds=()))
@@ -226,11 +244,9 @@ class NodeLogic:
             )
             key = u.name if isinstance(u, NodeProfileUpdate) else u.node
             await self.out.deltas.send(key=key.encode(), value=encode(u, order=o))
-        if op is self.op:  # not forgotten meanwhile (see persist)
-            persist(self.table, op.snapshot())
 
     async def settle(self, p: int, upto: datetime) -> None:
-        """Nothing left to settle: each item's state was written as it was applied."""
+        await _persist_after_flush(self.table, self.out, lambda: self.op)
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"nodes/{p}", upto=upto, kinds=()))
@@ -356,6 +372,9 @@ class ClusterLogic:
                 self.observe(instant)
         if ia is not self._instants:
             return  # forgotten meanwhile: its state is not written (see persist)
+        await flushed(self.out)
+        if ia is not self._instants:
+            return
         persist(self.table, ia.op.snapshot())
         if any(e.actions or e.requests for e in evaluated) and self._acting is not None:
             self.table[ACTING_KEY] = orjson.dumps(self._acting.snapshot())
