@@ -26,10 +26,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from streams.distributed import topics
-from tests.distributed.worker_helpers import kafka_env, start_sink, start_worker
+from tests.distributed.worker_helpers import KAFKA_SH, kafka_env, start_sink, start_worker
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-KAFKA_SH = REPO_ROOT / "deploy" / "local" / "kafka.sh"
 CYCLE = ("kill_worker", "add_worker", "broker_outage", "malformed", "kill_sink", "remove_worker")
 """One round of faults; the seed orders the first four (the removal closes the round, after
 the addition it undoes, and the sink's kill comes after the outage so it restarts against a

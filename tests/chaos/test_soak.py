@@ -14,7 +14,6 @@ round of faults. Long form: ``deploy/local/soak.sh MINUTES`` sets
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,14 @@ import pytest
 
 from streams.app.sinks.topic_sink import sink_topics
 from tests.app.pipeline_helpers import gpufrag
-from tests.chaos.soak import KAFKA_SH, Soak, publisher, schedule
+from tests.chaos.soak import Soak, publisher, schedule
 from tests.distributed.history_compare import assert_same_history, rows
-from tests.distributed.worker_helpers import last_event_time, until_reported, wait_caught_up
+from tests.distributed.worker_helpers import (
+    broker_of_own,
+    last_event_time,
+    until_reported,
+    wait_caught_up,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.kafka]
 
@@ -44,15 +48,8 @@ def _input_options() -> list[str]:
 @pytest.fixture
 def soak_broker(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A broker of the soak's own: it is stopped and started mid-run."""
-    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(tmp_path / "kafka")}
-    out = subprocess.run(
-        ["bash", str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert out.returncode == 0, out.stderr
-    try:
-        yield out.stdout.strip().splitlines()[-1], env
-    finally:
-        subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
+    with broker_of_own(tmp_path / "kafka") as broker:
+        yield broker
 
 
 def test_the_history_after_a_round_of_faults_equals_the_embedded_runners(

@@ -31,25 +31,13 @@ from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import Decoded, HeldInput, KeyedStage, StageCounters
 from streams.instants import OrderKey
+from tests.distributed.stage_events import StageEvent, StageMessage
 
 T0 = datetime(2023, 7, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True)
-class _Message:
-    topic: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class _Event:
-    message: _Message
-    value: bytes
-
-
 class _Stream:
-    async def ack(self, event: _Event) -> None:
+    async def ack(self, event: StageEvent) -> None:
         """Acknowledgements are Faust's; the commit is the ledger's."""
 
 
@@ -251,7 +239,7 @@ class _Worker:
         owner = self.owner
         assert owner is not None
         offset = owner.position[topic]
-        event = _Event(_Message(topic, 0, offset), self.log[topic][offset].encode())
+        event = StageEvent(StageMessage(topic, 0, offset), self.log[topic][offset].encode())
         owner.position[topic] += 1
         try:
             asyncio.run(owner.stage.on_event(_Stream(), event))

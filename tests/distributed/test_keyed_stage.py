@@ -23,28 +23,16 @@ from streams.distributed.offsets import CommitLedger
 from streams.distributed.ordering import Watermarks
 from streams.distributed.stage import Decoded, HeldInput, KeyedStage, Reject, StageCounters
 from streams.instants import OrderKey
+from tests.distributed.stage_events import StageEvent, StageMessage
 
 T0 = datetime(2023, 7, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class _Message:
-    topic: str
-    partition: int
-    offset: int
-
-
-@dataclass(frozen=True)
-class _Event:
-    message: _Message
-    value: bytes
 
 
 @dataclass
 class _Stream:
     acked: list[int] = field(default_factory=list)
 
-    async def ack(self, event: _Event) -> None:
+    async def ack(self, event: StageEvent) -> None:
         self.acked.append(event.message.offset)
 
 
@@ -106,7 +94,7 @@ def _stage(reject: Reject = _rejected) -> tuple[KeyedStage, _Logic, StageCounter
 
 
 def _read(stage: KeyedStage, stream: _Stream, offset: int, raw: str) -> None:
-    event = _Event(_Message("pods", 0, offset), raw.encode())
+    event = StageEvent(StageMessage("pods", 0, offset), raw.encode())
     asyncio.run(stage.on_event(stream, event))
 
 

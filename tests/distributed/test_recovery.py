@@ -8,7 +8,6 @@ nothing invented, and a signal repeated (at-least-once) only as an exact copy.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -34,6 +33,8 @@ from tests.app.pipeline_helpers import (
 )
 from tests.app.reference_replay import operator_run
 from tests.distributed.worker_helpers import (
+    KAFKA_SH,
+    broker_of_own,
     collect,
     kafka_env,
     last_event_time,
@@ -46,8 +47,6 @@ from tests.distributed.worker_helpers import (
 )
 
 pytestmark = pytest.mark.kafka
-REPO_ROOT = Path(__file__).resolve().parents[2]
-KAFKA_SH = REPO_ROOT / "deploy" / "local" / "kafka.sh"
 
 
 def _expected(nodes: int) -> tuple[set[tuple[object, ...]], dict[str, bytes]]:
@@ -306,15 +305,8 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A broker of this test's own, to stop and start without disturbing the others."""
-    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(tmp_path / "kafka")}
-    out = subprocess.run(
-        ["bash", str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert out.returncode == 0, out.stderr
-    try:
-        yield out.stdout.strip().splitlines()[-1], env
-    finally:
-        subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
+    with broker_of_own(tmp_path / "kafka") as broker:
+        yield broker
 
 
 def test_workers_and_publisher_ride_out_a_30_second_broker_outage(

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from connectors.trace.bundled import bundled_pods_path
 from streams.distributed import topics
 from tests.app.pipeline_helpers import store_at
+from tests.paths import REPO_ROOT
+
+KAFKA_SH = REPO_ROOT / "deploy" / "local" / "kafka.sh"
 
 
 def kafka_env(bootstrap: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -216,3 +220,19 @@ def until_reported(bootstrap: str, prefix: str, last: datetime, *, timeout_s: fl
         collect(bootstrap, topics.CLUSTER_REPORTS.full_name(prefix), done=done, timeout_s=timeout_s)
     )
     assert done(got), f"no report for {final} in {timeout_s} s"
+
+
+@contextmanager
+def broker_of_own(run_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A broker of the caller's own (``deploy/local/kafka.sh`` in ``run_dir``), to stop and
+    start without disturbing the other tests' broker: its address and the environment that
+    names it to the script."""
+    env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(run_dir)}
+    out = subprocess.run(
+        ["bash", str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    try:
+        yield out.stdout.strip().splitlines()[-1], env
+    finally:
+        subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
