@@ -127,9 +127,9 @@ class KeyedStage:
         """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
         self._first_read: dict[int, dict[str, int]] = {}
+        """The first offset each topic of a partition was read from since it was assigned."""
         self._late_logged: set[int] = set()
         """Partitions whose first late message since assignment was logged with its marks."""
-        """The first offset each topic of a partition was read from since it was assigned."""
         self._unmarked: dict[int, list[Position]] = {}
         """Progress reports read since the partition's last mark: finished at the next one."""
 
@@ -147,17 +147,20 @@ class KeyedStage:
     async def on_event(self, s: Any, event: Any) -> None:
         msg = event.message
         self.counters.add("read")
-        # progress a previous owner saved for this topic is trusted only for reports below
-        # where this owner reads it from: the first message read says where that is
-        if trusted := self.buffer(msg.partition).watermarks.resolve(msg.topic, msg.offset):
-            log.debug(
-                "%s/%s: saved progress trusted below %s: %s",
-                msg.topic,
-                msg.partition,
-                msg.offset,
-                trusted,
-            )
-        self._first_read.setdefault(msg.partition, {}).setdefault(msg.topic, msg.offset)
+        first = self._first_read.setdefault(msg.partition, {})
+        if msg.topic not in first:
+            # progress a previous owner saved for this topic is trusted only for reports below
+            # where this owner reads it from: its first message read says where that is
+            first[msg.topic] = msg.offset
+            marks = self.buffer(msg.partition).watermarks
+            if trusted := marks.resolve(msg.topic, msg.offset):
+                log.debug(
+                    "%s/%s: saved progress trusted below %s: %s",
+                    msg.topic,
+                    msg.partition,
+                    msg.offset,
+                    trusted,
+                )
         try:
             decoded = self.logic.decode(msg.topic, event.value)
         except Exception as exc:  # not one of ours: dead letter, go on

@@ -26,7 +26,13 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from streams.distributed import topics
-from tests.distributed.worker_helpers import KAFKA_SH, kafka_env, start_sink, start_worker
+from tests.distributed.worker_helpers import (
+    KAFKA_SH,
+    kafka_env,
+    start_sink,
+    start_worker,
+    stop_processes,
+)
 
 CYCLE = ("kill_worker", "add_worker", "broker_outage", "malformed", "kill_sink", "remove_worker")
 """One round of faults; the seed orders the first four (the removal closes the round, after
@@ -151,16 +157,7 @@ class Soak:
 
     def stop(self) -> int:
         """Stop everything (SIGTERM, then SIGKILL after a minute); the sink's exit status."""
-        procs = [*self.workers.values(), *([self.sink] if self.sink else [])]
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(30)
+        stop_processes(*self.workers.values(), *([self.sink] if self.sink else []))
         return -1 if self.sink is None else int(self.sink.returncode)
 
 

@@ -42,6 +42,7 @@ from tests.distributed.worker_helpers import (
     signal_key,
     start_sink,
     start_worker,
+    stop_processes,
     until_reported,
     wait_caught_up,
 )
@@ -159,18 +160,6 @@ def _signals_until(bootstrap: str, prefix: str, want: set[tuple[object, ...]]) -
     )
 
 
-def _stop(*procs: subprocess.Popen[bytes]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(30)
-
-
 def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
@@ -199,7 +188,7 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
         state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
         until_reported(kafka_bootstrap, topic_prefix, last_event_time(embedded))
     finally:
-        _stop(second)
+        stop_processes(second)
     got, differing = _got(raw)
     assert got == expected
     assert differing == []  # a repeat is an exact copy
@@ -208,7 +197,7 @@ def test_a_killed_worker_recovers_its_tables_and_repeats_no_signal(
     # the sink took everything the workers sent, and stored each signal once: not one
     # duplicate row, even before ClickHouse merges its keys
     wait_caught_up(kafka_bootstrap, f"{topic_prefix}gpufrag-sink", sink_topics(topic_prefix))
-    _stop(sink)
+    stop_processes(sink)
     sink_log = (tmp_path / "sink.log").read_text()
     assert sink.returncode == 0, sink_log[-2000:]
     # what the sink inserted, counted by the sink itself: each signal once
@@ -295,7 +284,7 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
         state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
         assert _assigned(tmp_path / "a.log", pods)[-1] == set(range(topics.PODS.partitions))
     finally:
-        _stop(a, b)
+        stop_processes(a, b)
     got, differing = _got(raw)
     assert got == expected
     assert differing == []
@@ -349,7 +338,7 @@ def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
     finally:
         if publisher.poll() is None:
             publisher.kill()
-        _stop(worker)
+        stop_processes(worker)
     got, differing = _got(raw)
     assert got == expected
     assert differing == []

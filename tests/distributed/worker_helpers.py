@@ -236,3 +236,16 @@ def broker_of_own(run_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
         yield out.stdout.strip().splitlines()[-1], env
     finally:
         subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
+
+
+def stop_processes(*procs: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to each still running, then SIGKILL to any not gone within a minute."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(30)

@@ -24,11 +24,12 @@ log = logging.getLogger(__name__)
 async def check_state_schema(kafka: KafkaSettings, app_id: str) -> str:
     """What was found (for the log); raises ``StateSchemaError`` with the one line to show."""
     spec = topics.state_schema(app_id)
-    recorded = (await latest_values(kafka, spec.name)).get(SCHEMA_KEY)
-    found = StoredState(
-        schema=_version(recorded, app_id),
-        written=await ever_written(kafka, [t.name for t in topics.changelogs(app_id)]),
+    schema = _version((await latest_values(kafka, spec.name)).get(SCHEMA_KEY), app_id)
+    # with this version recorded, whether the changelogs were written decides nothing
+    written = schema == STATE_SCHEMA or await ever_written(
+        kafka, [t.name for t in topics.changelogs(app_id)]
     )
+    found = StoredState(schema=schema, written=written)
     if needs_cluster_keys(found):
         keys = await latest_values(kafka, topics.changelog(app_id, "cluster"), keep_values=False)
         found = replace(found, cluster_keys=frozenset(k.decode("utf-8", "replace") for k in keys))
