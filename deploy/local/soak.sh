@@ -2,8 +2,10 @@
 # The chaos soak's long form: the whole bundled trace published over MINUTES minutes to three
 # Faust workers and the sink on a broker of its own, a round of faults every four minutes (a
 # worker killed and restarted, a worker added and removed, the broker stopped for 30 s, the
-# sink killed and restarted, malformed records), then the history compared with the embedded
-# runner's, row for row (tests/chaos/test_soak.py; the short form runs in .ci/run).
+# sink killed and restarted, malformed records, Alertmanager stopped for a minute under the
+# alerter), then the history compared with the embedded runner's, row for row, and what
+# Alertmanager lists with the signals still open (tests/chaos/test_soak.py; the short form runs
+# in .ci/run).
 #
 #   deploy/local/soak.sh MINUTES [SEED]
 #

@@ -135,6 +135,9 @@ class Watermarks:
         for source, topic, at, *offset in body["upto"]:
             self._saved[(source, topic)] = (datetime.fromisoformat(at), offset[0] if offset else -1)
 
+    def undecided(self) -> bool:
+        return bool(self._saved)
+
     def saved_topics(self) -> set[str]:
         """The topics whose saved progress ``resolve`` has not decided yet."""
         return {t for _, t in self._saved}

@@ -17,6 +17,10 @@
   rebalance's recovery (Faust's seek) every stream partition without a commit goes back to its
   start, the agents' queues are emptied and the stages forget what they held or were releasing
   for it, as on a revocation (``REWOUND_HOOK``). A partition with a commit is read from it.
+- After every seek the consumer hands the agents each stream partition's records in offset
+  order from where it sought, nothing else (``positions.py``): Faust's fetcher still iterates
+  a batch fetched before the seek, and a stage that had just forgotten the partition took
+  those records first (lost events, in the chaos soak).
 - Faust's consumer drops a message below the last offset it delivered for the partition (its
   "read offset"), so after a seek back it would drop what the stages had forgotten: the read
   offsets are kept for table changelogs only (Faust's recovery seeks those). The stages
@@ -29,8 +33,9 @@ pyproject.toml).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from aiokafka import TopicPartition
@@ -38,6 +43,9 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 from streams.distributed.offsets import CommitLedger
+from streams.distributed.positions import Admit, ReadPositions
+
+log = logging.getLogger(__name__)
 
 Rewound = Callable[[set[TP]], None]
 """Told which stream partitions went back to their start, before anything is read again."""
@@ -80,6 +88,7 @@ class HoldingConsumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._read_offset = ChangelogReadOffsets(self._is_changelog_tp)
+        self._positions: ReadPositions[TP] = ReadPositions()
 
     @property
     def ledger(self) -> CommitLedger | None:
@@ -109,10 +118,35 @@ class HoldingConsumer(faust_aiokafka.Consumer):
     async def on_partitions_revoked(self, revoked: set[TP]) -> None:
         # no commit here: the rebalance listener runs on the consumer's thread, which the
         # commit would wait for; what was finished since the last commit is read again
-        if self.ledger is not None:
-            for tp in revoked:
+        for tp in revoked:
+            self._positions.forget(tp)
+            if self.ledger is not None:
                 self.ledger.forget(tp.topic, tp.partition)
         await super().on_partitions_revoked(revoked)
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
+        async for tp, message in super().getmany(timeout):
+            verdict = self._positions.admit(tp, message.offset)
+            if verdict is Admit.DELIVER:
+                yield tp, message
+            elif verdict is Admit.SEEK_BACK:
+                await self._seek_back(tp, message.offset)
+
+    async def _seek_back(self, tp: TP, offset: int) -> None:
+        """A record ahead of the next offset: from a batch fetched before the last seek, or the
+        position moved by a reset. Read again from the next offset, or from the log's start
+        if retention took it (the ledger then waits for nothing below)."""
+        target = self._positions.next_offset(tp)
+        if target is None or tp not in self.assignment():  # revoked meanwhile
+            return
+        earliest = (await self._thread.earliest_offsets(tp)).get(tp) or 0
+        log.info("%s read at %s ahead of %s: read again from there", tp, offset, target)
+        if earliest > target:
+            target = earliest
+            self._positions.seeked(tp, target)
+            if self.ledger is not None:
+                self.ledger.start(tp.topic, tp.partition, target)
+        await self.seek(tp, target)
 
     async def perform_seek(self) -> None:
         await super().perform_seek()
@@ -135,6 +169,7 @@ class HoldingConsumer(faust_aiokafka.Consumer):
             for tp in streams:
                 start = max(earliest.get(tp) or 0, self._committed_offset.get(tp) or 0)
                 self.ledger.start(tp.topic, tp.partition, start)
+                self._positions.seeked(tp, start)
 
 
 class Transport(faust_aiokafka.Transport):

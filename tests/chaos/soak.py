@@ -5,11 +5,13 @@ Faults run one after another, each at its scheduled time or when the one before 
 whichever is later, so each meets a running system: a worker killed with SIGKILL and started
 again, a fourth worker added and later removed (two rebalances), the broker stopped for
 ``outage_s`` and started on the same data, the sink killed with SIGKILL and started again on
-the same store and group, and malformed records on an input topic (dead letters, each with the
-sink's run id). The long form repeats the cycle across its span.
+the same store and group, malformed records on an input topic (dead letters, each with the
+sink's run id), and Alertmanager stopped for ``alertmanager_down_s`` while the alerter goes on
+(a real Alertmanager, Debian's, started again on the same port and storage). The long form
+repeats the cycle across its span.
 
-Not yet here (the issue's full soak): the alerter with Alertmanager down for a minute, and the
-actuator in enforce mode against the kube-apiserver with its Lease lost to a second actuator.
+Not yet here (the issue's full soak): the actuator in enforce mode against the kube-apiserver
+with its Lease lost to a second actuator.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from streams.distributed import topics
+from tests.connectors.alerts.alertmanager_proc import Alertmanager
 from tests.distributed.worker_helpers import (
     KAFKA_SH,
     kafka_env,
@@ -34,10 +37,22 @@ from tests.distributed.worker_helpers import (
     stop_processes,
 )
 
-CYCLE = ("kill_worker", "add_worker", "broker_outage", "malformed", "kill_sink", "remove_worker")
-"""One round of faults; the seed orders the first four (the removal closes the round, after
+CYCLE = (
+    "kill_worker",
+    "add_worker",
+    "broker_outage",
+    "malformed",
+    "alertmanager_down",
+    "kill_sink",
+    "remove_worker",
+)
+"""One round of faults; the seed orders the first five (the removal closes the round, after
 the addition it undoes, and the sink's kill comes after the outage so it restarts against a
 broker that is back)."""
+FIRST_ORDERED = 5
+ALERTER_RESEND_S = 5.0
+"""How often the alerter sends its open alerts again: an Alertmanager back from its outage
+lists them within this (the default, 60 s, would only slow the check down)."""
 MALFORMED = (b"{broken", b'{"kind": "pod"}', b"\xff\xfe", b"[]")
 
 
@@ -56,9 +71,9 @@ def schedule(seed: int, *, span_s: float, rounds: int = 1) -> list[Fault]:
     out: list[Fault] = []
     share = span_s / rounds
     for r in range(rounds):
-        head = list(CYCLE[:4])
+        head = list(CYCLE[:FIRST_ORDERED])
         rng.shuffle(head)
-        kinds = [*head, "kill_sink", "remove_worker"]
+        kinds = [*head, *CYCLE[FIRST_ORDERED:]]
         # in the first half: the faults themselves take a minute or more (restarts, the outage)
         times = sorted(rng.uniform(0.02, 0.5) * share for _ in kinds)
         out += [
@@ -75,8 +90,11 @@ class Soak:
     dsn: str
     work: Path
     outage_s: float = 30.0
+    alertmanager_down_s: float = 60.0
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     sink: subprocess.Popen[bytes] | None = None
+    alerter: subprocess.Popen[bytes] | None = None
+    am: Alertmanager | None = None
     done: list[str] = field(default_factory=list)
     """What was done, in order, with the time it took (for the closing note and failures)."""
     _incarnation: int = 0
@@ -90,6 +108,31 @@ class Soak:
         for i in range(3):
             self.workers[f"w{i}"] = start_worker(self.bootstrap, self.prefix, self._log(f"w{i}"))
         self.sink = start_sink(self.bootstrap, self.prefix, self.dsn, self._log("sink"))
+        (self.work / "alertmanager").mkdir()
+        self.am = Alertmanager(self.work / "alertmanager")
+        asyncio.run(self.am.start())
+        self.alerter = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "streams.app", "alert", "--prefix", self.prefix),
+                *("--from-beginning", "--loglevel", "info"),
+            ],
+            stdout=self._log("alert").open("wb"),
+            stderr=subprocess.STDOUT,
+            env=kafka_env(
+                self.bootstrap,
+                {
+                    "GPUFRAG_ALERTS__ALERTMANAGER_URL": self.am.url,
+                    "GPUFRAG_ALERTS__CLUSTER": "soak",
+                    "GPUFRAG_ALERTS__RESEND_INTERVAL_S": str(ALERTER_RESEND_S),
+                },
+            ),
+        )
+
+    def alert_fingerprints(self) -> set[str]:
+        """The fingerprints of the alerts Alertmanager lists as not ended."""
+        assert self.am is not None
+        listed = asyncio.run(self.am.alerts())
+        return {str(a["labels"]["fingerprint"]) for a in listed}  # type: ignore[index]
 
     def run_faults(self, faults: list[Fault], publisher: subprocess.Popen[bytes]) -> None:
         t0 = time.monotonic()
@@ -140,6 +183,12 @@ class Soak:
         self.sink.wait(60)
         self.sink = start_sink(self.bootstrap, self.prefix, self.dsn, self._log("sink"))
 
+    def _alertmanager_down(self, f: Fault) -> None:
+        assert self.am is not None
+        asyncio.run(self.am.stop())
+        time.sleep(self.alertmanager_down_s)
+        asyncio.run(self.am.start())
+
     def _malformed(self, f: Fault) -> None:
         asyncio.run(self._send_malformed())
 
@@ -157,7 +206,10 @@ class Soak:
 
     def stop(self) -> int:
         """Stop everything (SIGTERM, then SIGKILL after a minute); the sink's exit status."""
-        stop_processes(*self.workers.values(), *([self.sink] if self.sink else []))
+        others = [p for p in (self.sink, self.alerter) if p is not None]
+        stop_processes(*self.workers.values(), *others)
+        if self.am is not None:
+            asyncio.run(self.am.stop())
         return -1 if self.sink is None else int(self.sink.returncode)
 
 

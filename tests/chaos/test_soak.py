@@ -2,7 +2,8 @@
 sink while faults from a seeded schedule hit them (``soak.py``), then the sink's history
 against the embedded runner's for the same input, row for row by key: signals, node and task
 profiles, memory peaks, pending explanations, fragmentation per instant, the named queries and
-the report; and every malformed record in the dead letters under the sink's run id.
+the report; every malformed record in the dead letters under the sink's run id; and what
+Alertmanager lists at the end, after its own outage: one alert for each signal still open.
 
 Short form (``GPUFRAG_SOAK=1 pytest tests/chaos``; not in CI yet, see conftest.py): 120 of
 the trace's nodes with two OOM storms (2,872 events) over 150 s, one
@@ -14,6 +15,7 @@ round of faults. Long form: ``deploy/local/soak.sh MINUTES`` sets
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from tests.distributed.worker_helpers import (
     wait_caught_up,
 )
 
-pytestmark = [pytest.mark.chaos, pytest.mark.kafka]
+pytestmark = [pytest.mark.chaos, pytest.mark.kafka, pytest.mark.alertmanager]
 
 MINUTES = float(os.environ.get("GPUFRAG_SOAK_MINUTES", "0"))
 SEED = int(os.environ.get("GPUFRAG_SOAK_SEED", "7"))
@@ -43,6 +45,25 @@ ROUND_S = 240.0
 def _input_options() -> list[str]:
     limit = [] if MINUTES else ["--node-limit", "120"]
     return [*limit, "--inject-oom-storms", "2", "--seed", "42"]
+
+
+OPEN_SIGNALS = """
+SELECT fingerprint FROM (
+    SELECT fingerprint, opened_at, max(state = 'resolved') AS ended
+    FROM signals FINAL WHERE run_id = {run_id:String}
+    GROUP BY fingerprint, opened_at
+)
+GROUP BY fingerprint HAVING argMax(ended, opened_at) = 0
+"""
+"""The signals open at the end of the input: their fingerprints' last openings never ended."""
+
+
+def _until_listed(soak: Soak, expected: set[str], *, timeout_s: float) -> set[str]:
+    """What Alertmanager lists once it equals ``expected``, or at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while (listed := soak.alert_fingerprints()) != expected and time.monotonic() < deadline:
+        time.sleep(1.0)
+    return listed
 
 
 @pytest.fixture
@@ -77,6 +98,12 @@ def test_the_history_after_a_round_of_faults_equals_the_embedded_runners(
         assert pub.returncode == 0, err.decode()[-3000:]
         until_reported(bootstrap, topic_prefix, last_event_time(ours), timeout_s=900)
         wait_caught_up(bootstrap, f"{topic_prefix}gpufrag-sink", sink_topics(topic_prefix))
+        # every alert opened was resolved, or is still listed for a signal still open: the
+        # alerter sent through Alertmanager's outage (retried, then re-sent its open alerts)
+        still_open = {str(r[0]) for r in rows(ours, OPEN_SIGNALS, str(embedded["run_id"]))}
+        assert still_open, "the input has signals open at its end"
+        listed = _until_listed(soak, still_open, timeout_s=300)
+        assert listed == still_open, (sorted(listed ^ still_open), "\n".join(soak.done))
     finally:
         if pub.poll() is None:
             pub.kill()
@@ -84,6 +111,7 @@ def test_the_history_after_a_round_of_faults_equals_the_embedded_runners(
     report = "\n".join(soak.done)
     print(f"\nfaults (seed {SEED}):\n{report}")  # shown with -s (soak.sh)
     assert sink_status == 0, report
+    assert soak.alerter is not None and soak.alerter.returncode == 0, report
     assert len(soak.done) == len(faults)
     # which faults met a running stream is in `report` (each is placed in the first half of
     # its round's share; a slow host may push the last ones past the end of the stream: the

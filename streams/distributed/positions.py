@@ -1,0 +1,72 @@
+"""Which fetched records the worker's consumer hands on: only the next one of each stream
+partition since its last seek.
+
+Offsets are contiguous on the input topics (no compaction, no transactions), so after a seek to
+``n`` the stages must see ``n``, ``n + 1``, ... and nothing else. Faust breaks that: its fetcher
+iterates a batch it fetched before a seek after the seek has moved the partition back, so
+records from the old position reach the agents first. In the chaos soak a partition read again
+from its start (``transport.py``) got offsets 9 onward before 0 to 8; its stage had just
+forgotten the partition, took the progress reports among them, released past the events at 0
+to 8 and then refused those as late: four events lost on a fresh start. A record behind the
+next offset is a copy of one already handed on (or below the commit), and one ahead of it is
+from before the seek: both are dropped, and the first one ahead also seeks the partition back
+to the next offset, so a position moved by anything else (a reset past the log's start) is
+read from where the stages are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+
+
+class Admit(Enum):
+    DELIVER = "deliver"
+    BEHIND = "behind"
+    """A copy of a record handed on since the seek, or one below it: dropped."""
+    AHEAD = "ahead"
+    """From before the last seek: dropped (the seek back is already asked for)."""
+    SEEK_BACK = "seek_back"
+    """The first record ahead since the partition was last in order: dropped, and the consumer
+    seeks the partition to ``next_offset``."""
+
+
+@dataclass(slots=True)
+class ReadPositions(Generic[K]):
+    _next: dict[K, int] = field(default_factory=dict)
+    _behind_seek: set[K] = field(default_factory=set)
+    dropped: dict[Admit, int] = field(default_factory=dict)
+
+    def seeked(self, tp: K, offset: int) -> None:
+        """The consumer reads ``tp`` from ``offset`` on."""
+        self._next[tp] = offset
+        self._behind_seek.discard(tp)
+
+    def forget(self, tp: K) -> None:
+        self._next.pop(tp, None)
+        self._behind_seek.discard(tp)
+
+    def next_offset(self, tp: K) -> int | None:
+        return self._next.get(tp)
+
+    def admit(self, tp: K, offset: int) -> Admit:
+        """A partition never sought (a table's changelog, or before the first seek of an
+        assignment) hands on everything."""
+        expected = self._next.get(tp)
+        if expected is None or offset == expected:
+            if expected is not None:
+                self._next[tp] = offset + 1
+                self._behind_seek.discard(tp)
+            return Admit.DELIVER
+        if offset < expected:
+            verdict = Admit.BEHIND
+        elif tp in self._behind_seek:
+            verdict = Admit.AHEAD
+        else:
+            self._behind_seek.add(tp)
+            verdict = Admit.SEEK_BACK
+        self.dropped[verdict] = self.dropped.get(verdict, 0) + 1
+        return verdict

@@ -1,0 +1,51 @@
+"""What the worker's consumer hands on after a seek (``positions.py``): only each stream
+partition's next offset. The chaos soak's case first: a partition read again from its start
+whose fetcher still held offsets 9 onward from before the seek."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.distributed.positions import Admit, ReadPositions
+
+D, B, A, S = Admit.DELIVER, Admit.BEHIND, Admit.AHEAD, Admit.SEEK_BACK
+
+
+@pytest.mark.parametrize(
+    ("seek_to", "offsets", "verdicts"),
+    [
+        # the soak: 9 and 10 fetched before the seek back to 0 come first
+        (0, [9, 10, 0, 1, 2], [S, A, D, D, D]),
+        # in order from the seek: everything
+        (5, [5, 6, 7], [D, D, D]),
+        # a copy of what was handed on, and one below the seek (the commit covers it)
+        (5, [5, 6, 5, 4, 7], [D, D, B, B, D]),
+        # ahead again after the partition was back in order: a second seek back
+        (0, [3, 0, 1, 2, 3, 9, 4], [S, D, D, D, D, S, D]),
+        # never sought (a changelog, or before the assignment's first seek): all of it
+        (None, [7, 3, 3], [D, D, D]),
+    ],
+)
+def test_only_the_next_offset_since_the_seek_is_handed_on(
+    seek_to: int | None, offsets: list[int], verdicts: list[Admit]
+) -> None:
+    positions: ReadPositions[str] = ReadPositions()
+    if seek_to is not None:
+        positions.seeked("pods/0", seek_to)
+    assert [positions.admit("pods/0", o) for o in offsets] == verdicts
+
+
+def test_a_new_seek_or_a_revocation_resets_the_partition() -> None:
+    positions: ReadPositions[str] = ReadPositions()
+    positions.seeked("pods/0", 0)
+    assert positions.admit("pods/0", 4) is S
+    positions.seeked("pods/0", 4)  # the seek back landed (or the next rebalance's seek)
+    assert [positions.admit("pods/0", o) for o in (4, 5)] == [D, D]
+    assert positions.next_offset("pods/0") == 6
+    positions.forget("pods/0")
+    assert positions.next_offset("pods/0") is None
+    assert positions.admit("pods/0", 40) is D
+    # other partitions are their own
+    positions.seeked("pods/1", 2)
+    assert positions.admit("pods/1", 3) is S and positions.admit("pods/0", 41) is D
+    assert positions.dropped == {S: 2}
