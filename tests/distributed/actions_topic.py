@@ -3,11 +3,13 @@ from it: the tests of the actuator against the real broker and kube-apiserver.""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
 import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from connectors.kafka.producer import acked_producer
 from models import KafkaSettings
@@ -61,17 +63,18 @@ def start_actuate(
     namespace: str,
     metrics_port: int,
     settings: dict[str, str] | None = None,
+    identity: str = "actuate-test",
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """`gpufrag actuate` on ``prefix``'s actions topic, acting on the cluster of
-    ``kubeconfig`` with its Lease in ``namespace``; ``settings``: more GPUFRAG_* variables.
-    The process and its log."""
-    log = kubeconfig.parent / "actuate.log"
+    ``kubeconfig`` with its Lease in ``namespace`` as ``identity``; ``settings``: more
+    GPUFRAG_* variables. The process and its log."""
+    log = kubeconfig.parent / f"actuate-{identity}.log"
     env = {
         **kafka_env(bootstrap),
         "GPUFRAG_GUARDRAILS__MODE": mode,
         "GPUFRAG_KUBE__KUBECONFIG": str(kubeconfig),
         "GPUFRAG_ACTUATOR__NAMESPACE": namespace,
-        "GPUFRAG_ACTUATOR__IDENTITY": "actuate-test",
+        "GPUFRAG_ACTUATOR__IDENTITY": identity,
         **(settings or {}),
     }
     proc = subprocess.Popen(
@@ -85,3 +88,25 @@ def start_actuate(
         env=env,
     )
     return proc, log
+
+
+async def until_committed(bootstrap: str, prefix: str) -> None:
+    """Wait until the actuator's group committed every record of the actions topic (its own
+    outcomes included: it reads them too, and skips them)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-actuator", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        name = topics.ACTIONS.full_name(prefix)
+        tps = [TopicPartition(name, p) for p in range(topics.ACTIONS.partitions)]
+        deadline = asyncio.get_running_loop().time() + WITHIN_S
+        while True:
+            ends = await consumer.end_offsets(tps)
+            behind = {tp: ends[tp] - ((await consumer.committed(tp)) or 0) for tp in tps}
+            if not any(n > 0 for n in behind.values()):
+                return
+            assert asyncio.get_running_loop().time() < deadline, behind
+            await asyncio.sleep(0.2)
+    finally:
+        await consumer.stop()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from kubernetes_asyncio.client import ApiClient
 
 from models import EvictPod, to_json
@@ -28,6 +27,7 @@ from tests.distributed.actions_topic import (
     outcomes_of,
     publish_actions,
     start_actuate,
+    until_committed,
 )
 from tests.distributed.worker_helpers import collect
 from tests.http_probe import get
@@ -36,28 +36,6 @@ from tests.ports import free_port
 pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
 
 BAD = b'{"op": "evict", "id": "bad-1", "kind": "reclaim"}'
-
-
-async def _all_committed(bootstrap: str, prefix: str) -> None:
-    """Wait until the actuator's group committed every record of the actions topic (its own
-    outcomes included: it reads them too, and skips them)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=f"{prefix}gpufrag-actuator", enable_auto_commit=False
-    )
-    await consumer.start()
-    try:
-        name = topics.ACTIONS.full_name(prefix)
-        tps = [TopicPartition(name, p) for p in range(topics.ACTIONS.partitions)]
-        deadline = asyncio.get_running_loop().time() + WITHIN_S
-        while True:
-            ends = await consumer.end_offsets(tps)
-            behind = {tp: ends[tp] - ((await consumer.committed(tp)) or 0) for tp in tps}
-            if not any(n > 0 for n in behind.values()):
-                return
-            assert asyncio.get_running_loop().time() < deadline, behind
-            await asyncio.sleep(0.2)
-    finally:
-        await consumer.stop()
 
 
 async def _actuate(
@@ -71,7 +49,7 @@ async def _actuate(
     )
     try:
         got = await outcomes_of(bootstrap, prefix, ids)
-        await _all_committed(bootstrap, prefix)
+        await until_committed(bootstrap, prefix)
         status, body = await asyncio.to_thread(get, port, "/metrics")
         assert status == 200
     finally:

@@ -101,6 +101,7 @@ async def _run(
                     dead_letter=keep,
                     holding=elector.holding if elector is not None else lambda: True,
                     tally=tally,
+                    remembered_ids=settings.actuator.remembered_ids,
                 )
                 await _consume(bus, group, feed, elector, stop)
     finally:

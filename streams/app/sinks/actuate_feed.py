@@ -3,8 +3,11 @@
 Only request records (those with "op") are the actuator's; audit records, its own outcomes
 among them, are `gpufrag sink`'s. A batch's offsets are committed only after each request's
 outcome was acknowledged by the broker, so a crash reads the batch again; the actuator answers
-an id it already carried out from memory (within one process), and a new process finds the
-pod gone or the node already changed. A request that does not validate is dead-lettered.
+an id it already carried out from memory (within one process), and a process that takes a
+partition over skips each request whose final outcome it reads ahead on the partition
+(``carried_out.py``). What remains: an action carried out whose outcome never reached the
+broker (the process killed between the two) is carried out again by the next owner. A request
+that does not validate is dead-lettered.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from connectors.kube import Actuator, Executor, LeaseElector, api_client_for
 from models import ActionOutcome, ActionRequest, GpufragSettings, to_json
 from models.refusal import Refusal
 from streams.app.sinks.actuator_breaker import BreakingActuator
+from streams.app.sinks.carried_out import CarriedOut
 from streams.app.sinks.domain_metrics import ActionTally
 from streams.runner.fanout import RequestActuator
 
@@ -45,11 +49,13 @@ class ActuateFeed:
         dead_letter: Callable[[Refusal], Awaitable[None]],
         holding: Callable[[], bool] = lambda: True,
         tally: ActionTally | None = None,
+        remembered_ids: int = 10_000,
     ) -> None:
         """``producer``: a started acked producer; ``topic``: the actions topic, where the
         outcomes go keyed by action id; ``holding``: False once an enforcing actuator lost
         the Lease (the feed then stops without committing); ``tally``: counts each record of
-        what was carried out, for ``gpufrag_actions_total``."""
+        what was carried out, for ``gpufrag_actions_total``; ``remembered_ids``: how many ids
+        with an outcome on the topic are kept (``carried_out.py``)."""
         self.actuator = actuator
         self.producer = producer
         self.topic = topic
@@ -59,15 +65,22 @@ class ActuateFeed:
         self.invalid = 0
         self.outcomes: Counter[str] = Counter()
         self.tally = tally
+        self.carried_out = CarriedOut(limit=remembered_ids)
 
     async def run(self, consumer: Any, stop: asyncio.Event) -> None:
         """Until ``stop``, or until the Lease is lost. ``consumer``: a started aiokafka
         consumer on the actions topic, auto-commit off."""
+        read_ahead: set[Any] = set()  # per joining of the group: what may be read again
         while not stop.is_set() and self.holding():
             batch = await consumer.getmany(timeout_ms=500, max_records=100)
             if not batch:
                 continue
             for tp, records in batch.items():
+                if tp not in read_ahead:
+                    read_ahead.add(tp)
+                    await self._read_ahead(consumer, tp, records[-1].offset + 1)
+                for r in records:
+                    self.carried_out.note(r.value or b"")
                 for r in records:
                     if not await self._take(tp.topic, tp.partition, r.offset, r.value or b""):
                         return  # the Lease went mid-batch: not committed, read again
@@ -76,6 +89,20 @@ class ActuateFeed:
             except CommitFailedError as exc:
                 # a rebalance: the records are read again, and acting on an id twice is safe
                 log.warning("offsets not committed (%s); records will be re-read", exc)
+
+    async def _read_ahead(self, consumer: Any, tp: Any, resume: int) -> None:
+        """The first batch of a partition since this feed joined the group starts at the
+        group's commit: note the outcomes between it and the partition's end (a predecessor's,
+        for requests it carried out and did not commit), then read on from ``resume``."""
+        end = (await consumer.end_offsets([tp]))[tp]
+        at = resume
+        while at < end and tp in consumer.assignment() and self.holding():
+            got = await consumer.getmany(tp, timeout_ms=1000, max_records=500)
+            for r in got.get(tp, []):
+                self.carried_out.note(r.value or b"")
+                at = r.offset + 1
+        if tp in consumer.assignment():
+            consumer.seek(tp, resume)
 
     async def _take(self, topic: str, partition: int, offset: int, raw: bytes) -> bool:
         """False when the request was refused for want of the Lease (nothing published)."""
@@ -92,6 +119,11 @@ class ActuateFeed:
         except ValidationError as exc:
             self.invalid += 1
             await self._refuse(topic, "invalid_action_request", f"{where}: {exc}", raw)
+            return True
+        if request.id in self.carried_out:
+            # its outcome is on the topic already: carried out by a predecessor (or by this
+            # process before a rebalance), so neither the API nor the topic hears of it again
+            self.outcomes["already carried out"] += 1
             return True
         try:
             action = await self.actuator.act(request)
