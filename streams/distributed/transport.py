@@ -146,7 +146,9 @@ class HoldingConsumer(faust_aiokafka.Consumer):
             self._positions.seeked(tp, target)
             if self.ledger is not None:
                 self.ledger.start(tp.topic, tp.partition, target)
-        await self.seek(tp, target)
+        # on the consumer's own thread, waiting for the new position (a plain ``seek`` calls
+        # into aiokafka from this thread)
+        await self._thread.seek_wait({tp: target})
 
     async def perform_seek(self) -> None:
         await super().perform_seek()

@@ -17,7 +17,7 @@ READERS = {"pods": ["tasks"], "events": ["tasks", "nodes"]}
 class Case:
     name: str
     steps: list[tuple[str, ...]]
-    """("start", topic, offset) or ("done", stage, topic, offset)."""
+    """("start", topic, offset), ("forget", topic) or ("done", stage, topic, offset)."""
     safe: dict[str, int | None]
 
 
@@ -67,6 +67,16 @@ CASES = [
         {"pods": 9},
     ),
     Case(
+        "a word from before a revocation is not counted in the next assignment",
+        [
+            ("start", "pods", "67"),
+            ("forget", "pods"),
+            *(("done", "tasks", "pods", str(o)) for o in range(67, 105)),
+            ("start", "pods", "67"),
+        ],
+        {"pods": 67},
+    ),
+    Case(
         "nothing committable before the start is known",
         [("done", "tasks", "pods", "0")],
         {"pods": None},
@@ -90,6 +100,8 @@ def test_committable_offset(case: Case) -> None:
     for step in case.steps:
         if step[0] == "start":
             ledger.start(step[1], 0, int(step[2]))
+        elif step[0] == "forget":
+            ledger.forget(step[1], 0)
         else:
             ledger.done(step[1], step[2], 0, int(step[3]))
     assert {t: ledger.safe(t, 0) for t in case.safe} == case.safe
