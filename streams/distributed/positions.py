@@ -7,7 +7,10 @@ iterates a batch it fetched before a seek after the seek has moved the partition
 records from the old position reach the agents first. In the chaos soak a partition read again
 from its start (``transport.py``) got offsets 9 onward before 0 to 8; its stage had just
 forgotten the partition, took the progress reports among them, released past the events at 0
-to 8 and then refused those as late: four events lost on a fresh start. A record behind the
+to 8 and then refused those as late: four events lost on a fresh start. A revoked partition
+hands on nothing until its next seek: a batch fetched under the old assignment came through
+after a rebalance once (Faust tags a batch with the generation current when it iterates it),
+and its stage released past the events the seek then read again. A record behind the
 next offset is a copy of one already handed on (or below the commit), and one ahead of it is
 from before the seek: both are dropped, and the first one ahead also seeks the partition back
 to the next offset, so a position moved by anything else (a reset past the log's start) is
@@ -29,6 +32,10 @@ class Admit(Enum):
     """A copy of a record handed on since the seek, or one below it: dropped."""
     AHEAD = "ahead"
     """From before the last seek: dropped (the seek back is already asked for)."""
+    UNSOUGHT = "unsought"
+    """Revoked and not sought since: fetched before the revocation (Faust tags a batch with
+    the generation current when it iterates it, not when it fetched it), or read before the
+    new assignment's seek, which reads it again: dropped."""
     SEEK_BACK = "seek_back"
     """The first record ahead since the partition was last in order: dropped, and the consumer
     seeks the partition to ``next_offset``."""
@@ -38,24 +45,35 @@ class Admit(Enum):
 class ReadPositions(Generic[K]):
     _next: dict[K, int] = field(default_factory=dict)
     _behind_seek: set[K] = field(default_factory=set)
+    _unsought: set[K] = field(default_factory=set)
     dropped: dict[Admit, int] = field(default_factory=dict)
 
     def seeked(self, tp: K, offset: int) -> None:
         """The consumer reads ``tp`` from ``offset`` on."""
         self._next[tp] = offset
         self._behind_seek.discard(tp)
+        self._unsought.discard(tp)
 
-    def forget(self, tp: K) -> None:
+    def forget(self, tp: K, *, until_seek: bool) -> None:
+        """``tp`` was revoked. ``until_seek``: hand on nothing of it until it is sought again
+        (a stream partition: every assignment seeks those); otherwise (a table's changelog,
+        which Faust's recovery positions itself) everything."""
         self._next.pop(tp, None)
         self._behind_seek.discard(tp)
+        if until_seek:
+            self._unsought.add(tp)
 
     def next_offset(self, tp: K) -> int | None:
         return self._next.get(tp)
 
     def admit(self, tp: K, offset: int) -> Admit:
-        """A partition never sought (a table's changelog, or before the first seek of an
-        assignment) hands on everything."""
+        """A partition never sought nor revoked (a table's changelog, or before the first
+        seek of the worker's first assignment of it) hands on everything."""
         expected = self._next.get(tp)
+        if expected is None and tp in self._unsought:
+            verdict = Admit.UNSOUGHT
+            self.dropped[verdict] = self.dropped.get(verdict, 0) + 1
+            return verdict
         if expected is None or offset == expected:
             if expected is not None:
                 self._next[tp] = offset + 1

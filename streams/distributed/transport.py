@@ -119,7 +119,7 @@ class HoldingConsumer(faust_aiokafka.Consumer):
         # no commit here: the rebalance listener runs on the consumer's thread, which the
         # commit would wait for; what was finished since the last commit is read again
         for tp in revoked:
-            self._positions.forget(tp)
+            self._positions.forget(tp, until_seek=not self._is_changelog_tp(tp))
             if self.ledger is not None:
                 self.ledger.forget(tp.topic, tp.partition)
         await super().on_partitions_revoked(revoked)
