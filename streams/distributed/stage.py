@@ -126,6 +126,8 @@ class KeyedStage:
         self._holding: dict[int, set[Position]] = {}
         """Where each held item was read, to recognise a second delivery of it."""
         self._rereported: set[int] = set()
+        self._read_upto: dict[int, dict[str, int]] = {}
+        """The highest offset of each topic of a partition read since it was assigned."""
         self._first_read: dict[int, dict[str, int]] = {}
         """The first offset each topic of a partition was read from since it was assigned."""
         self._late_logged: set[int] = set()
@@ -148,6 +150,10 @@ class KeyedStage:
         msg = event.message
         self.counters.add("read")
         self._first_read.setdefault(msg.partition, {}).setdefault(msg.topic, msg.offset)
+        read_upto = self._read_upto.setdefault(msg.partition, {})
+        again = msg.offset <= read_upto.get(msg.topic, -1)
+        if not again:
+            read_upto[msg.topic] = msg.offset
         self._trust_saved(msg.partition)
         try:
             decoded = self.logic.decode(msg.topic, event.value)
@@ -174,7 +180,11 @@ class KeyedStage:
                 holding.add(at)
                 buf.add(decoded.order, (event, decoded.item))
             else:
-                await self._drop_late(s, event, "redelivered" if decoded.derived else why, buf)
+                # read before by this owner of the partition (the consumer went back to its
+                # commit: Faust seeks more than once per rebalance): a copy of an item already
+                # applied or refused, never a broken promise
+                copy = decoded.derived or again
+                await self._drop_late(s, event, "redelivered" if copy else why, buf)
 
     async def _ack(self, s: Any, event: Any) -> None:
         """Acknowledge a message whose handling is complete: one that is not ours, a copy, or a
@@ -230,6 +240,7 @@ class KeyedStage:
             self._holding.pop(p, None)
             self._unmarked.pop(p, None)
             self._first_read.pop(p, None)
+            self._read_upto.pop(p, None)
             self._late_logged.discard(p)
             self._rereported.discard(p)
         self.logic.reset()

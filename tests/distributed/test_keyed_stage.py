@@ -111,6 +111,20 @@ def test_a_held_item_read_again_is_dropped_and_applied_once() -> None:
     assert stream.acked == [2, 0, 1]
 
 
+def test_a_released_item_read_again_by_its_owner_is_a_copy_not_a_late_event() -> None:
+    """The consumer went back to the commit (Faust seeks more than once per rebalance) after
+    the stage had released past an item: the second read is a copy, never dead-lettered."""
+    stage, logic, counters = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "upto:5", "item:20", "upto:20"]):
+        _read(stage, stream, offset, raw)
+    assert logic.applied == ["item:10", "item:20"]
+    for offset, raw in enumerate(["item:10", "upto:5", "item:20", "upto:20"]):
+        _read(stage, stream, offset, raw)
+    assert logic.applied == ["item:10", "item:20"]
+    assert counters.counts["redelivered"] == 2
+
+
 def test_after_a_rewind_what_was_released_is_redelivered_and_what_was_held_is_read_afresh() -> None:
     stage, logic, counters = _stage()
     stream = _Stream()
