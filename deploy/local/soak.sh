@@ -4,8 +4,8 @@
 # worker killed and restarted, a worker added and removed, the broker stopped for 30 s, the
 # sink killed and restarted, malformed records, Alertmanager stopped for a minute under the
 # alerter), then the history compared with the embedded runner's, row for row, and what
-# Alertmanager lists with the signals still open (tests/chaos/test_soak.py; the short form runs
-# in .ci/run).
+# Alertmanager lists with the signals still open (tests/chaos/test_soak.py; the short form:
+# GPUFRAG_SOAK=1 pytest tests/chaos).
 #
 #   deploy/local/soak.sh MINUTES [SEED]
 #

@@ -18,8 +18,8 @@ from streams.app.sinks.topic_sink import sink_topics
 from streams.distributed import topics
 from tests.connectors.kube.actuator_helpers import pod_or_none, running_pod
 from tests.distributed.actions_topic import WITHIN_S, start_actuate
+from tests.distributed.consolidation_scenario import events
 from tests.distributed.history_compare import rows
-from tests.distributed.test_actions_worker import events
 from tests.distributed.worker_helpers import (
     collect,
     publish,
