@@ -62,12 +62,12 @@ class Watermarks:
 
     def resolve(self, topic: str, start: int | None) -> list[tuple[str, str, str, int]]:
         """Trust or drop the saved progress of ``topic``'s channels, once this owner knows
-        where it reads that topic from (``start``: its commit, or the first offset it read;
-        None: not known yet). A saved report below the start was committed past and is not
-        read again: its progress holds. One at or past it is read again, and the items before
-        it with it: trusted now, it would release past those items before they come back (two
-        topics of one partition read in any interleaving; the chaos soak lost 169 events
-        that way, dead-lettered as late after a rebalance)."""
+        where it reads that topic from (``start``: where the commit ledger says the consumer
+        resumes it; None: not known yet). A saved report below the start was committed past
+        and is not read again: its progress holds. One at or past it is read again, and the
+        items before it with it: trusted now, it would release past those items before they
+        come back (two topics of one partition read in any interleaving; the chaos soak lost
+        169 events that way, dead-lettered as late after a rebalance)."""
         if start is None or not self._saved:
             return []
         trusted: list[tuple[str, str, str, int]] = []
