@@ -149,11 +149,15 @@ class KeyedStage:
     async def on_event(self, s: Any, event: Any) -> None:
         msg = event.message
         self.counters.add("read")
-        self._first_read.setdefault(msg.partition, {}).setdefault(msg.topic, msg.offset)
+        first = self._first_read.setdefault(msg.partition, {}).setdefault(msg.topic, msg.offset)
         read_upto = self._read_upto.setdefault(msg.partition, {})
-        again = msg.offset <= read_upto.get(msg.topic, -1)
-        if not again:
-            read_upto[msg.topic] = msg.offset
+        # read before by this owner: between the first offset it read and the highest. One
+        # below the first was never read here, whatever the highest (the consumer must not
+        # hand on a record before its seek, ``positions.py``; if it did, the item is refused
+        # as late, loudly, never dropped as a copy)
+        upto = read_upto.get(msg.topic, -1)
+        again = first <= msg.offset <= upto
+        read_upto[msg.topic] = max(upto, msg.offset)
         self._trust_saved(msg.partition)
         try:
             decoded = self.logic.decode(msg.topic, event.value)

@@ -44,6 +44,7 @@ from streams.distributed.codec import (
     encode_progress,
     encode_report,
 )
+from streams.distributed.key_state import tagged, untagged
 from streams.distributed.stage import Decoded, HeldInput, StageCounters, released_key
 from streams.distributed.state_schema import CLUSTER_CLOCK, VIEW_PREFIXES, StateSchemaError
 from streams.instants import Instants, OrderKey
@@ -98,7 +99,7 @@ async def flushed(out: Outlets) -> None:
         await out.flush()
 
 
-def persist(table: Any, changes: StateChanges) -> None:
+def persist(table: Any, changes: StateChanges, *, mark: datetime | None = None) -> None:
     """Write an operator's changed state. Each stage calls it once the outputs of what changed
     it are acknowledged (``flushed``), at its release: a worker killed before the state is
     written reads the items again onto the old state and sends the outputs again, exact
@@ -108,22 +109,50 @@ def persist(table: Any, changes: StateChanges) -> None:
     task and node profile rows that way. For the same reason a stage forgotten while it sent
     (a revocation, or its partitions read again from their start) writes nothing afterwards:
     the operator it would write from is no longer the one the table and the reread input will
-    rebuild."""
+    rebuild. ``mark``: the release this state belongs to, kept with each key's state
+    (``key_state.py``) so that a successor restoring an older mark does not apply the
+    release's items to it again."""
     for key, value in changes.items():
         if value is None:
             table.pop(key.encode(), None)
         else:
-            table[key.encode()] = value
+            table[key.encode()] = value if mark is None else tagged(mark, value)
 
 
-async def _persist_after_flush(table: Any, out: Outlets, current: Callable[[], Any]) -> None:
+async def _persist_after_flush(
+    table: Any, out: Outlets, current: Callable[[], Any], mark: datetime
+) -> None:
     """What the partition's release changed, written once its outputs are acknowledged; the
     agent handles one partition's event at a time, so every key changed since the last write
     is this partition's (its changelog partition is the event's)."""
     op = current()
     await flushed(out)
     if op is current():  # not forgotten meanwhile (see persist)
-        persist(table, op.snapshot())
+        persist(table, op.snapshot(), mark=mark)
+
+
+class _KeyLoader:
+    """Loads a key's state into a keyed operator on its first use since the last reset, and
+    says which of the key's items that state already holds (``key_state.py``)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.holds_upto: dict[str, datetime | None] = {}
+
+    def load(self, op: Any, key: str) -> datetime | None:
+        """The mark the key's stored state was written at (None: none, or untagged)."""
+        if key not in self.holds_upto:
+            raw = self.table.get(key.encode())
+            mark, state = (None, b"") if raw is None else untagged(raw)
+            op.restore({} if raw is None else {key: state})
+            self.holds_upto[key] = mark
+        return self.holds_upto[key]
+
+    def holds(self, op: Any, key: str, order: OrderKey) -> bool:
+        """The key's stored state already holds the item at ``order``: a release its previous
+        owner wrote the key's state for, and whose mark it did not write."""
+        mark = self.load(op, key)
+        return mark is not None and order.at <= mark
 
 
 def ordered(item: Any) -> OrderKey:
@@ -139,7 +168,7 @@ class TaskLogic:
 
     def reset(self) -> None:
         self.op = self.pipeline.task_join()
-        self.loaded: set[str] = set()
+        self.keys = _KeyLoader(self.table)
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         item = decode_input(raw)
@@ -163,10 +192,8 @@ class TaskLogic:
             await self.out.deltas.send(key=owner.encode(), value=encode(item, order=o))
             return  # no state: the refusal is the cluster view's to keep
         assert isinstance(item, TaskInput)
-        if item.key not in self.loaded:
-            raw = self.table.get(item.key.encode())
-            self.op.restore({} if raw is None else {item.key: raw})
-            self.loaded.add(item.key)
+        if self.keys.holds(self.op, item.key, order):
+            return
         op = self.op
         outs = op.apply(item)
         deltas = [o for o in outs if isinstance(o, TaskProfileUpdate)]
@@ -179,7 +206,7 @@ class TaskLogic:
             await self.out.bindings.send(key=b.node.encode(), value=encode(b, order=o))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        await _persist_after_flush(self.table, self.out, lambda: self.op)
+        await _persist_after_flush(self.table, self.out, lambda: self.op, upto)
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"tasks/{p}", upto=upto, kinds=()))
@@ -197,7 +224,7 @@ class NodeLogic:
 
     def reset(self) -> None:
         self.op = self.pipeline.node_join()
-        self.loaded: set[str] = set()
+        self.keys = _KeyLoader(self.table)
 
     def decode(self, topic: str, raw: bytes) -> Decoded:
         if topic == self.out.bindings_topic:
@@ -228,10 +255,8 @@ class NodeLogic:
         if item is None:
             return
         assert isinstance(item, NodeInput)
-        if item.node not in self.loaded:
-            raw = self.table.get(item.node.encode())
-            self.op.restore({} if raw is None else {item.node: raw})
-            self.loaded.add(item.node)
+        if self.keys.holds(self.op, item.node, order):
+            return
         op = self.op
         outs = op.apply(item)
         # a node's profile and its pods' new memory peaks, in the order the embedded join
@@ -246,7 +271,7 @@ class NodeLogic:
             await self.out.deltas.send(key=key.encode(), value=encode(u, order=o))
 
     async def settle(self, p: int, upto: datetime) -> None:
-        await _persist_after_flush(self.table, self.out, lambda: self.op)
+        await _persist_after_flush(self.table, self.out, lambda: self.op, upto)
 
     async def report(self, p: int, upto: datetime) -> None:
         progress = encode_progress(SourceProgress(source=f"nodes/{p}", upto=upto, kinds=()))

@@ -17,10 +17,11 @@
   rebalance's recovery (Faust's seek) every stream partition without a commit goes back to its
   start, the agents' queues are emptied and the stages forget what they held or were releasing
   for it, as on a revocation (``REWOUND_HOOK``). A partition with a commit is read from it.
-- After every seek the consumer hands the agents each stream partition's records in offset
-  order from where it sought, nothing else (``positions.py``): Faust's fetcher still iterates
-  a batch fetched before the seek, and a stage that had just forgotten the partition took
-  those records first (lost events, in the chaos soak).
+- The consumer hands the agents each stream partition's records in offset order from where
+  it last sought it in the current assignment, and nothing before that seek
+  (``positions.py``): Faust's fetcher still iterates a batch fetched before a seek, and its
+  recovery resumes the partitions before it seeks them; both put records the stages must not
+  see first in front of them (lost events, in the chaos soak).
 - Faust's consumer drops a message below the last offset it delivered for the partition (its
   "read offset"), so after a seek back it would drop what the stages had forgotten: the read
   offsets are kept for table changelogs only (Faust's recovery seeks those). The stages
@@ -119,14 +120,16 @@ class HoldingConsumer(faust_aiokafka.Consumer):
         # no commit here: the rebalance listener runs on the consumer's thread, which the
         # commit would wait for; what was finished since the last commit is read again
         for tp in revoked:
-            self._positions.forget(tp, until_seek=not self._is_changelog_tp(tp))
+            self._positions.forget(tp)
             if self.ledger is not None:
                 self.ledger.forget(tp.topic, tp.partition)
         await super().on_partitions_revoked(revoked)
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Any]]:
         async for tp, message in super().getmany(timeout):
-            verdict = self._positions.admit(tp, message.offset)
+            verdict = self._positions.admit(
+                tp, message.offset, stream=not self._is_changelog_tp(tp)
+            )
             if verdict is Admit.DELIVER:
                 yield tp, message
             elif verdict is Admit.SEEK_BACK:
@@ -168,10 +171,26 @@ class HoldingConsumer(faust_aiokafka.Consumer):
             # a commit below the log's start (retention) reads from the start: nothing below
             # it exists to wait for
             earliest = await self._thread.earliest_offsets(*streams)
+            starts: dict[TP, int] = {}
             for tp in streams:
                 start = max(earliest.get(tp) or 0, self._committed_offset.get(tp) or 0)
                 self.ledger.start(tp.topic, tp.partition, start)
                 self._positions.seeked(tp, start)
+                starts[tp] = start
+            self._log_starts(starts)
+
+    def _log_starts(self, starts: Mapping[TP, int]) -> None:
+        """Where each stream partition is read from, and how many records fetched before the
+        seek were dropped: what a lost or repeated stretch of input is traced back to."""
+        unsought = self._positions.dropped.get(Admit.UNSOUGHT, 0)
+        log.info(
+            "stream partitions read from %s; %d records fetched before a seek dropped so far",
+            " ".join(
+                f"{tp.topic.rsplit('.', 1)[-1]}/{tp.partition}@{o}"
+                for tp, o in sorted(starts.items())
+            ),
+            unsought,
+        )
 
 
 class Transport(faust_aiokafka.Transport):

@@ -93,6 +93,16 @@ def _stage(reject: Reject = _rejected) -> tuple[KeyedStage, _Logic, StageCounter
     return stage, logic, counters
 
 
+def _refusing_stage() -> tuple[KeyedStage, _Logic, StageCounters, list[str]]:
+    """A stage whose dead letters are kept (their reasons) rather than failing the test."""
+    refused: list[str] = []
+
+    async def reject(event: Any, reason: str) -> None:
+        refused.append(reason)
+
+    return (*_stage(reject), refused)
+
+
 def _read(stage: KeyedStage, stream: _Stream, offset: int, raw: str) -> None:
     event = StageEvent(StageMessage("pods", 0, offset), raw.encode())
     asyncio.run(stage.on_event(stream, event))
@@ -123,6 +133,21 @@ def test_a_released_item_read_again_by_its_owner_is_a_copy_not_a_late_event() ->
         _read(stage, stream, offset, raw)
     assert logic.applied == ["item:10", "item:20"]
     assert counters.counts["redelivered"] == 2
+
+
+def test_an_item_below_the_first_offset_read_is_never_taken_for_a_copy() -> None:
+    """The chaos soak under load: a new worker's consumer handed its stage a progress report
+    at 112 before the seek to the commit, 65; the stage released past the items at 65 to 111
+    and then dropped them as copies. The consumer no longer hands such a record on
+    (``positions.py``); had it, the items are refused as late, loudly."""
+    stage, logic, counters, refused = _refusing_stage()
+    stream = _Stream()
+    _read(stage, stream, 112, "upto:30")
+    _read(stage, stream, 65, "item:10")
+    _read(stage, stream, 112, "upto:30")  # read again after it: a copy
+    assert logic.applied == []
+    assert [r.split(":")[0] for r in refused] == ["late"]
+    assert "redelivered" not in counters.counts
 
 
 def test_after_a_rewind_what_was_released_is_redelivered_and_what_was_held_is_read_afresh() -> None:
@@ -171,12 +196,7 @@ def test_a_release_is_committable_only_after_it_settled_and_its_mark_was_written
 
 
 def test_a_dead_lettered_message_is_committable_at_once() -> None:
-    refused: list[str] = []
-
-    async def reject(event: Any, reason: str) -> None:
-        refused.append(reason)
-
-    stage, _, counters = _stage(reject)
+    stage, _, counters, refused = _refusing_stage()
     stream = _Stream()
     _read(stage, stream, 0, "junk:1")
     _read(stage, stream, 1, "junk:2")

@@ -1,0 +1,95 @@
+"""A keyed stage's table entries carry the release mark they were written at
+(``streams/distributed/key_state.py``). The chaos soak's case: a worker killed after a release's
+states reached the changelog and before its mark did; the successor restored the older mark,
+read the release's items again and applied a pod's creation onto a state that already held its
+binding, sending a profile row at the creation's instant with the binding's time in it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from models import Envelope, GpufragSettings, Node, NodeEvent, PodEvent
+from streams.distributed.key_state import tagged, untagged
+from streams.distributed.stage import released_key
+from streams.distributed.stages import NodeLogic, Outlets, TaskLogic, ordered
+from streams.pipeline import define_pipeline
+from streams.profiles.operators import NodeInput, TaskInput
+from tests.streams.planner_scenarios import CPU, MEM, T0, PodSpec, pod_event
+
+
+@dataclass
+class _Topic:
+    sent: list[tuple[bytes, dict[str, Any]]] = field(default_factory=list)
+
+    async def send(self, *, key: bytes, value: bytes, partition: int | None = None) -> None:
+        self.sent.append((key, orjson.loads(value)))
+
+
+def _outlets() -> tuple[Outlets, _Topic]:
+    deltas = _Topic()
+    out = Outlets(
+        bindings=_Topic(),
+        deltas=deltas,
+        signals=_Topic(),
+        actions=_Topic(),
+        bindings_topic="bindings",
+        queues_topic="queues",
+        binding_partitions=1,
+    )
+    return out, deltas
+
+
+def _task_item(spec: PodSpec, after_s: float) -> tuple[Any, TaskInput]:
+    env = pod_event(spec, T0 + timedelta(seconds=after_s))
+    assert env.key is not None and isinstance(env.payload, PodEvent)
+    return ordered(env), TaskInput(env.key, env.payload, env.event_time, env.id)
+
+
+def _task_items() -> list[tuple[Any, TaskInput]]:
+    """A pod created pending, then bound a second later."""
+    bound = PodSpec(name="p", gpu_milli=500, node="a", cards=(0,))
+    return [_task_item(PodSpec(name="p", gpu_milli=500), 0), _task_item(bound, 1)]
+
+
+async def test_the_successor_of_a_killed_worker_skips_what_a_keys_state_holds() -> None:
+    table: dict[bytes, bytes] = {}
+    pipeline = define_pipeline(GpufragSettings())
+    first, first_sent = _outlets()
+    logic = TaskLogic(pipeline, table, first)
+    items = _task_items()
+    for order, item in items:
+        await logic.apply(order, item)
+    await logic.settle(0, items[-1][0].at)  # the states are written; killed before the mark
+    assert untagged(table[b"ml/p"])[0] == items[-1][0].at
+    assert released_key(0) not in table
+
+    successor_out, successor_sent = _outlets()
+    successor = TaskLogic(pipeline, table, successor_out)
+    for order, item in items:  # read again from the commit, with no mark restored
+        await successor.apply(order, item)
+    assert successor_sent.sent == []  # nothing applied twice: no second profile row
+    await successor.apply(*_task_item(PodSpec(name="p", gpu_milli=500, node="b"), 9))
+    assert [k for k, _ in successor_sent.sent] == [b"ml/p"]  # what comes after it, applied
+    assert len(first_sent.sent) == 2
+
+
+async def test_a_node_state_written_before_the_tag_existed_reads_as_before() -> None:
+    """An entry without the tag (an older worker's) is restored and holds nothing back."""
+    pipeline = define_pipeline(GpufragSettings())
+    node = Node(name="a", cpu_milli=CPU, memory_mib=MEM, gpu_model="A100", gpu_count=2)
+    event = NodeEvent(change="upsert", node=node)
+    env = Envelope.wrap(event, event_time=T0, source="test")
+    out, _ = _outlets()
+    writer = NodeLogic(pipeline, {}, out)
+    await writer.apply(ordered(env), NodeInput("a", event, T0))
+    await writer.settle(0, T0)
+    mark, state = untagged(writer.table[b"a"])
+    assert mark == T0 and tagged(T0, state) == writer.table[b"a"]
+
+    reader = NodeLogic(pipeline, {b"a": state}, out)  # as a worker before the tag wrote it
+    assert not reader.keys.holds(reader.op, "a", ordered(env))
+    assert reader.op.node_states["a"].node is not None
