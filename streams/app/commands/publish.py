@@ -104,18 +104,21 @@ def publish(
                 ),
             )
             source = sim.events()
-        sent, reports = asyncio.run(_publish(bus, source, rate=rate))
+        sent, reports, resent = asyncio.run(_publish(bus, source, rate=rate))
     for line in rejected[:20]:
         typer.echo(f"gpufrag: rejected {line}", err=True)
     typer.echo(
         f"published {sent} events to {bus.bootstrap} (prefix {bus.prefix!r}); "
         f"rejected {len(rejected)}; progress reports {reports}"
+        + (f"; {resent} records the broker refused sent again" if resent else "")
     )
     if rejected:
         raise typer.Exit(1)
 
 
-async def _publish(bus: Bus, source: Iterator[Envelope], *, rate: float | None) -> tuple[int, int]:
+async def _publish(
+    bus: Bus, source: Iterator[Envelope], *, rate: float | None
+) -> tuple[int, int, int]:
     await bus.ensure_topics()
     pub = EventPublisher(
         bus.kafka,
@@ -134,4 +137,4 @@ async def _publish(bus: Bus, source: Iterator[Envelope], *, rate: float | None) 
         await pub.report_progress()
     finally:
         await pub.stop()
-    return pub.sent, pub.progress_sent
+    return pub.sent, pub.progress_sent, pub.resent

@@ -1,0 +1,119 @@
+"""What the publisher does with records the broker refuses (``connectors/kafka/publisher.py``).
+
+The chaos soak's case: after a broker restart under load, three partitions' batches were
+refused for good (the idempotent producer's sequence no longer matched), the publisher never
+looked at the deliveries, exited 0, and the workers waited for events that never came. A
+refusal cannot be produced on demand from a real broker, so the producer here is a stand-in
+that keeps aiokafka's contract: ``send`` returns the delivery future, ``flush`` waits until
+every future is done, a refused record's future holds the broker's error."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from aiokafka.errors import OutOfOrderSequenceNumber
+
+import connectors.kafka.publisher as publisher_module
+from connectors.kafka.publisher import RESEND_ROUNDS, EventPublisher, PublishError
+from models import Envelope, KafkaSettings, Node, NodeEvent
+
+T0 = datetime(2023, 7, 1, tzinfo=UTC)
+
+
+@dataclass
+class _Broker:
+    """What reached the partitions, and how many more batches each producer has refused."""
+
+    logs: dict[tuple[str, int | None], list[bytes]] = field(default_factory=dict)
+    refuse_first: int = 0
+    """Producers (in order of creation) whose sends to partition 1 are all refused."""
+    producers: int = 0
+
+
+@dataclass
+class _Producer:
+    broker: _Broker
+    refusing: bool
+    pending: list[tuple[asyncio.Future[object], tuple[str, int | None], bytes]] = field(
+        default_factory=list
+    )
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    async def send(
+        self, topic: str, *, key: bytes, value: bytes, partition: int | None = None
+    ) -> asyncio.Future[object]:
+        where = (topic, partition if partition is not None else int(key[-1:] == b"1"))
+        delivery: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.pending.append((delivery, where, value))
+        return delivery
+
+    async def flush(self) -> None:
+        for delivery, where, value in self.pending:
+            if self.refusing and where[1] == 1:
+                delivery.set_exception(OutOfOrderSequenceNumber())
+            else:
+                self.broker.logs.setdefault(where, []).append(value)
+                delivery.set_result(None)
+        self.pending = []
+
+
+def _publisher(broker: _Broker, monkeypatch: pytest.MonkeyPatch) -> EventPublisher:
+    def producer(*args: object, **kwargs: object) -> _Producer:
+        broker.producers += 1
+        return _Producer(broker, refusing=broker.producers <= broker.refuse_first)
+
+    monkeypatch.setattr(publisher_module, "acked_producer", producer)
+    return EventPublisher(KafkaSettings(), topic_of={"node": "nodes"}, progress_every=2)
+
+
+def _events(n: int) -> list[Envelope]:
+    """Nodes named so that their keys alternate between the stand-in's two partitions."""
+    return [
+        Envelope.wrap(
+            NodeEvent(change="upsert", node=Node(name=f"n{i}-{i % 2}", cpu_milli=1, memory_mib=1)),
+            event_time=T0 + timedelta(seconds=i),
+            source="test",
+        )
+        for i in range(n)
+    ]
+
+
+async def _run(pub: EventPublisher, envs: list[Envelope]) -> None:
+    await pub.start()
+    try:
+        for env in envs:
+            await pub.publish(env)
+        await pub.report_progress()
+    finally:
+        await pub.stop()
+
+
+async def test_records_the_broker_refused_are_sent_again_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broker = _Broker(refuse_first=1)
+    pub = _publisher(broker, monkeypatch)
+    envs = _events(6)
+    await _run(pub, envs)
+    on_1 = [v for v in broker.logs[("nodes", 1)] if b'"kind":"progress"' not in v]
+    sent_to_1 = [e.id.encode() for e in envs if e.key.endswith("1")]
+    assert [next(i for i in sent_to_1 if i in v) for v in on_1] == sent_to_1  # all, in order
+    assert pub.resent > 0 and broker.producers == 2
+
+
+async def test_a_broker_that_keeps_refusing_fails_the_publisher_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broker = _Broker(refuse_first=RESEND_ROUNDS + 1)
+    pub = _publisher(broker, monkeypatch)
+    with pytest.raises(PublishError, match=r"refused .* records 6 times"):
+        await _run(pub, _events(4))
