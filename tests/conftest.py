@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import uuid
@@ -15,7 +14,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api, V1Namespace, V1Objec
 
 from connectors.kube import api_client_for
 from models import KubeSettings
-from tests.local_apiserver import ApiServer
+from tests.local_apiserver import ApiServer, apiserver_at
 from tests.paths import PUBLISHED_DIR, REPO_ROOT, TRACE_DIR
 from tests.secure_kafka import SecureKafka
 
@@ -93,16 +92,8 @@ def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     if given:
         yield ApiServer.from_address(given)
         return
-    env = {**os.environ, "GPUFRAG_APISERVER_DIR": str(tmp_path_factory.mktemp("apiserver"))}
-    script = REPO_ROOT / "deploy" / "local" / "apiserver.sh"
-    out = subprocess.run(
-        ["bash", str(script), "start"], env=env, capture_output=True, text=True, timeout=1800
-    )
-    try:
-        assert out.returncode == 0, f"apiserver.sh start failed:\n{out.stderr}"
-        yield ApiServer.from_address(out.stdout.strip().splitlines()[-1])
-    finally:
-        subprocess.run(["bash", str(script), "stop"], env=env, timeout=120, check=False)
+    with apiserver_at(tmp_path_factory.mktemp("apiserver")) as server:
+        yield server
 
 
 @pytest.fixture
@@ -115,28 +106,7 @@ def topic_prefix() -> str:
 def kubeconfig(apiserver: ApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A kubeconfig for the real kube-apiserver (TLS verified against its CA, bearer token)."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "local",
-                        "cluster": {
-                            "server": apiserver.url,
-                            "certificate-authority": str(apiserver.ca_cert),
-                        },
-                    }
-                ],
-                "users": [{"name": "admin", "user": {"token": apiserver.token}}],
-                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
-                "current-context": "local",
-            }
-        )
-    )
-    return path
+    return apiserver.write_kubeconfig(tmp_path / "kubeconfig")
 
 
 @pytest.fixture

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The chaos soak's long form: the whole bundled trace published over MINUTES minutes to three
-# Faust workers and the sink on a broker of its own, a round of faults every four minutes (a
-# worker killed and restarted, a worker added and removed, the broker stopped for 30 s, the
-# sink killed and restarted, malformed records, Alertmanager stopped for a minute under the
-# alerter), then the history compared with the embedded runner's, row for row, and what
-# Alertmanager lists with the signals still open (tests/chaos/test_soak.py; the short form:
-# GPUFRAG_SOAK=1 pytest tests/chaos).
+# Faust workers, the sink, the alerter and the actuator (enforce mode) on a broker and a
+# kube-apiserver of its own, a round of faults every four minutes (a worker killed and
+# restarted, a worker added and removed, the broker stopped for 30 s, the sink killed and
+# restarted, malformed records, Alertmanager stopped for a minute under the alerter, the
+# actuator's Lease lost to a second actuator), then the history compared with the embedded
+# runner's, row for row, what Alertmanager lists with the signals still open, and the
+# evictions with the pods the API server lost (tests/chaos/test_soak.py; the short form:
+# GPUFRAG_SOAK=1 pytest tests/chaos, in .ci/run).
 #
 #   deploy/local/soak.sh MINUTES [SEED]
 #
-# Needs what .ci/run installs (.venv, Java; the broker's jars are fetched and cached by
-# kafka.sh). Exit status: pytest's.
+# Needs what .ci/run installs and builds (.venv, Java, Alertmanager; the broker's jars are
+# fetched and cached by kafka.sh, kube-apiserver and etcd built and cached by apiserver.sh).
+# Exit status: pytest's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 minutes=${1:?usage: deploy/local/soak.sh MINUTES [SEED]}

@@ -10,7 +10,9 @@ on; an older one is migrated where a step exists, else refused; a newer one is r
 refusal is one line naming the way to rebuild: a new ``--app-id``, whose workers read the input
 topics from their start (within their retention) into fresh tables.
 
-Versions: 1 is every layout written before the version was recorded; 2 is this one.
+Versions: 1 is every layout written before the version was recorded; 2 recorded it; 3 tags
+each pod and node state with the release mark it was written at (``key_state.py``), which a
+version-2 worker cannot read, so it must refuse a group a version-3 worker has joined.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-STATE_SCHEMA = 2
+STATE_SCHEMA = 3
 SCHEMA_KEY = b"schema"
 CLUSTER_CLOCK = "clock"
 VIEW_PREFIXES = ("n/", "t/", "q/", "o/")
@@ -75,7 +77,12 @@ def _from_1(found: StoredState, app_id: str) -> None:
         )
 
 
-MIGRATIONS: Mapping[int, Step] = {1: _from_1}
+def _from_2(found: StoredState, app_id: str) -> None:
+    """Version 2's pod and node entries carry no release mark: they are read as they are and
+    hold nothing back (``key_state.untagged``); each is tagged when next written."""
+
+
+MIGRATIONS: Mapping[int, Step] = {1: _from_1, 2: _from_2}
 """Version -> the step to the next one."""
 
 

@@ -1,9 +1,7 @@
-"""The chaos soak runs when asked (``GPUFRAG_SOAK=1``; ``deploy/local/soak.sh`` sets it), not
-in `.ci/run` yet: run alone it passed its last five seeds, and in a CI run beside the rest of
-the suite it failed (a history short of the embedded runner's, cause not found:
-docs/distributed.md#the-chaos-soak). It joins CI once it passes there, not by loosening it. It
-starts a broker of its own, four Faust workers, the sink, the alerter and Alertmanager: minutes
-of both cores."""
+"""The chaos soak runs when asked (``GPUFRAG_SOAK=1``, as `.ci/run` and
+``deploy/local/soak.sh`` set it). It starts a broker and a kube-apiserver of its own, four
+Faust workers, the sink, the alerter, Alertmanager and two actuators: minutes of both cores,
+too much for a quick ``pytest -m kafka`` on a laptop."""
 
 from __future__ import annotations
 

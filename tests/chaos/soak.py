@@ -1,17 +1,18 @@
 """The chaos soak's moving parts: a broker of its own, three Faust workers on one app id, the
-sink, a publisher at a steady rate, and faults from a seeded schedule while it publishes.
+sink, the alerter with Alertmanager, the actuator in enforce mode against a kube-apiserver of
+the soak's own, a publisher at a steady rate, and faults from a seeded schedule while it
+publishes.
 
 Faults run one after another, each at its scheduled time or when the one before it is over,
 whichever is later, so each meets a running system: a worker killed with SIGKILL and started
 again, a fourth worker added and later removed (two rebalances), the broker stopped for
 ``outage_s`` and started on the same data, the sink killed with SIGKILL and started again on
 the same store and group, malformed records on an input topic (dead letters, each with the
-sink's run id), and Alertmanager stopped for ``alertmanager_down_s`` while the alerter goes on
-(a real Alertmanager, Debian's, started again on the same port and storage). The long form
-repeats the cycle across its span.
-
-Not yet here (the issue's full soak): the actuator in enforce mode against the kube-apiserver
-with its Lease lost to a second actuator.
+sink's run id), Alertmanager stopped for ``alertmanager_down_s`` while the alerter goes on
+(a real Alertmanager, Debian's, started again on the same port and storage), and the
+actuator's Lease lost to a second actuator (the holder frozen with SIGSTOP until the other
+holds the Lease, then let go on: it finds the Lease gone and waits as the standby). The long
+form repeats the cycle across its span.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from connectors.kube import api_client_for
+from models import KubeSettings
 from streams.distributed import topics
 from tests.connectors.alerts.alertmanager_proc import Alertmanager
+from tests.connectors.kube.actuator_helpers import lease_holder
+from tests.distributed.actions_topic import start_actuate
 from tests.distributed.worker_helpers import (
     KAFKA_SH,
     kafka_env,
@@ -36,6 +41,7 @@ from tests.distributed.worker_helpers import (
     start_worker,
     stop_processes,
 )
+from tests.ports import free_port
 
 CYCLE = (
     "kill_worker",
@@ -43,17 +49,26 @@ CYCLE = (
     "broker_outage",
     "malformed",
     "alertmanager_down",
+    "lease_lost",
     "kill_sink",
     "remove_worker",
 )
-"""One round of faults; the seed orders the first five (the removal closes the round, after
+"""One round of faults; the seed orders the first six (the removal closes the round, after
 the addition it undoes, and the sink's kill comes after the outage so it restarts against a
 broker that is back)."""
-FIRST_ORDERED = 5
+FIRST_ORDERED = 6
 ALERTER_RESEND_S = 5.0
 """How often the alerter sends its open alerts again: an Alertmanager back from its outage
 lists them within this (the default, 60 s, would only slow the check down)."""
 MALFORMED = (b"{broken", b'{"kind": "pod"}', b"\xff\xfe", b"[]")
+LEASE_NAMESPACE = "default"
+LEASE = {
+    "GPUFRAG_ACTUATOR__LEASE_DURATION_S": "6",
+    "GPUFRAG_ACTUATOR__RENEW_DEADLINE_S": "4",
+    "GPUFRAG_ACTUATOR__RENEW_INTERVAL_S": "1",
+}
+"""Short, so a frozen holder's Lease runs out within seconds (the default is 15 s)."""
+ACTUATORS = ("a", "b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +104,14 @@ class Soak:
     prefix: str
     dsn: str
     work: Path
+    kubeconfig: Path
+    """The soak's own kube-apiserver, holding the input's pods."""
+    run_for_s: float
+    """How long the actuators run at most (``--duration-s``): the span and the catch-up."""
     outage_s: float = 30.0
     alertmanager_down_s: float = 60.0
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    actuators: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     sink: subprocess.Popen[bytes] | None = None
     alerter: subprocess.Popen[bytes] | None = None
     am: Alertmanager | None = None
@@ -108,6 +128,7 @@ class Soak:
         for i in range(3):
             self.workers[f"w{i}"] = start_worker(self.bootstrap, self.prefix, self._log(f"w{i}"))
         self.sink = start_sink(self.bootstrap, self.prefix, self.dsn, self._log("sink"))
+        self._start_actuator(ACTUATORS[0])
         (self.work / "alertmanager").mkdir()
         self.am = Alertmanager(self.work / "alertmanager")
         asyncio.run(self.am.start())
@@ -127,6 +148,42 @@ class Soak:
                 },
             ),
         )
+
+    def _start_actuator(self, identity: str) -> None:
+        self.actuators[identity], _ = start_actuate(
+            self.bootstrap,
+            self.prefix,
+            self.kubeconfig,
+            mode="enforce",
+            namespace=LEASE_NAMESPACE,
+            metrics_port=free_port(),
+            settings=LEASE,
+            identity=identity,
+            duration_s=self.run_for_s,
+        )
+
+    def actuator_log(self, identity: str) -> str:
+        return (self.kubeconfig.parent / f"actuate-{identity}.log").read_text(errors="replace")
+
+    def lease_holder(self) -> str | None:
+        return asyncio.run(self._lease_holder())
+
+    async def _lease_holder(self) -> str | None:
+        client = await api_client_for(KubeSettings(kubeconfig=str(self.kubeconfig)))
+        try:
+            return await lease_holder(client, LEASE_NAMESPACE, "gpufrag-actuator")
+        except Exception:  # not created yet: no actuator has won it
+            return None
+        finally:
+            await client.close()
+
+    def _until_holder(self, wanted: set[str], *, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while (held := self.lease_holder()) not in wanted:
+            assert time.monotonic() < deadline, f"the Lease is {held!r}, never one of {wanted}"
+            time.sleep(0.5)
+        assert held is not None
+        return held
 
     def alert_fingerprints(self) -> set[str]:
         """The fingerprints of the alerts Alertmanager lists as not ended."""
@@ -189,6 +246,18 @@ class Soak:
         time.sleep(self.alertmanager_down_s)
         asyncio.run(self.am.start())
 
+    def _lease_lost(self, f: Fault) -> None:
+        holder = self._until_holder(set(ACTUATORS), timeout_s=120)
+        other = next(a for a in ACTUATORS if a != holder)
+        if other not in self.actuators or self.actuators[other].poll() is not None:
+            self._start_actuator(other)
+        frozen = self.actuators[holder]
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            self._until_holder({other}, timeout_s=120)
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+
     def _malformed(self, f: Fault) -> None:
         asyncio.run(self._send_malformed())
 
@@ -207,7 +276,7 @@ class Soak:
     def stop(self) -> int:
         """Stop everything (SIGTERM, then SIGKILL after a minute); the sink's exit status."""
         others = [p for p in (self.sink, self.alerter) if p is not None]
-        stop_processes(*self.workers.values(), *others)
+        stop_processes(*self.workers.values(), *others, *self.actuators.values())
         if self.am is not None:
             asyncio.run(self.am.stop())
         return -1 if self.sink is None else int(self.sink.returncode)

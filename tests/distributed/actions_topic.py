@@ -64,6 +64,7 @@ def start_actuate(
     metrics_port: int,
     settings: dict[str, str] | None = None,
     identity: str = "actuate-test",
+    duration_s: float = WITHIN_S * 4,
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """`gpufrag actuate` on ``prefix``'s actions topic, acting on the cluster of
     ``kubeconfig`` with its Lease in ``namespace`` as ``identity``; ``settings``: more
@@ -80,7 +81,7 @@ def start_actuate(
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "streams.app", "actuate", "--prefix", prefix),
-            *("--duration-s", str(WITHIN_S * 4), "--loglevel", "info"),
+            *("--duration-s", str(duration_s), "--loglevel", "info"),
             *("--metrics-port", str(metrics_port)),
         ],
         stdout=log.open("wb"),
@@ -110,3 +111,15 @@ async def until_committed(bootstrap: str, prefix: str) -> None:
             await asyncio.sleep(0.2)
     finally:
         await consumer.stop()
+
+
+async def every_record(bootstrap: str, topic: str) -> list[bytes]:
+    """Every record on the actions topic ``topic`` now, in partition order."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(topics.ACTIONS.partitions)]
+        total = sum((await consumer.end_offsets(tps)).values())
+    finally:
+        await consumer.stop()
+    return await collect(bootstrap, topic, until=total, timeout_s=WITHIN_S)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from kubernetes_asyncio.client import ApiClient
 
 from models import EvictPod, to_json
@@ -25,12 +25,12 @@ from streams.distributed import topics
 from tests.connectors.kube.actuator_helpers import ENFORCE, lease_holder, pod_or_none, running_pod
 from tests.distributed.actions_topic import (
     WITHIN_S,
+    every_record,
     outcomes_of,
     publish_actions,
     start_actuate,
     until_committed,
 )
-from tests.distributed.worker_helpers import collect
 from tests.ports import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.apiserver]
@@ -75,17 +75,6 @@ async def _set_back_to_the_start(bootstrap: str, group: str, topic: str) -> None
         await consumer.commit({tp: 0 for tp in consumer.assignment()})
     finally:
         await consumer.stop()
-
-
-async def _every_record(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(topics.ACTIONS.partitions)]
-        total = sum((await consumer.end_offsets(tps)).values())
-    finally:
-        await consumer.stop()
-    return await collect(bootstrap, topic, until=total, timeout_s=WITHIN_S)
 
 
 async def test_the_actuator_taking_the_lease_over_carries_out_nothing_twice(
@@ -145,7 +134,7 @@ async def test_the_actuator_taking_the_lease_over_carries_out_nothing_twice(
     assert (rc_a, rc_b) == (0, 0), (a_log.read_text()[-2000:], b_log.read_text()[-2000:])
 
     # one outcome record per action id on the topic, each by the actuator that carried it out
-    records = [orjson.loads(r) for r in await _every_record(kafka_bootstrap, actions)]
+    records = [orjson.loads(r) for r in await every_record(kafka_bootstrap, actions)]
     outcomes = [r for r in records if isinstance(r, dict) and "outcome" in r]
     assert Counter(o["id"] for o in outcomes) == {"r1": 1, "r2": 1, "r3": 1}, outcomes
     assert {o["id"]: o["evidence"]["actuator"]["holder"] for o in outcomes} == {

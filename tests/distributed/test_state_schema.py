@@ -26,6 +26,7 @@ GOES_ON = [
     (StoredState(schema=STATE_SCHEMA, written=True), False),  # this version's own
     (StoredState(schema=None, written=True, cluster_keys=VIEW), True),  # schema 1, whole view
     (StoredState(schema=1, written=True, cluster_keys=VIEW), True),
+    (StoredState(schema=2, written=True, cluster_keys=VIEW), True),  # untagged key states
     # schema 1 with no view yet, or one whose worker stopped before its first mark (nothing
     # committed: it is rebuilt from the start)
     (StoredState(schema=None, written=True, cluster_keys=frozenset({"~released/0"})), True),
@@ -37,15 +38,15 @@ REFUSED = [
     # (what is stored, words the one line must hold)
     (
         StoredState(schema=None, written=True, cluster_keys=VIEW - {"clock"}),
-        ["without its schedule (clock", "schema 1", "--app-id old-v2"],
+        ["without its schedule (clock", "schema 1", f"--app-id old-v{STATE_SCHEMA}"],
     ),
     (
         StoredState(schema=1, written=True, cluster_keys=VIEW - {"clock", "~released/0"}),
-        ["without its schedule (clock", "--app-id old-v2"],
+        ["without its schedule (clock", f"--app-id old-v{STATE_SCHEMA}"],
     ),
     (
         StoredState(schema=STATE_SCHEMA + 1, written=True),
-        [f"schema {STATE_SCHEMA + 1}", "newer gpufrag", "--app-id old-v2"],
+        [f"schema {STATE_SCHEMA + 1}", "newer gpufrag", f"--app-id old-v{STATE_SCHEMA}"],
     ),
     (StoredState(schema=0, written=True, cluster_keys=VIEW), ["schema 0", "cannot migrate"]),
 ]

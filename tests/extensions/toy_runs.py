@@ -46,7 +46,7 @@ def embedded(tmp_path: Path, *, plugins: list[str]) -> tuple[list[Signal], str]:
     file.write_bytes(b"".join(to_json(e) + b"\n" for e in events()))
     env = {**os.environ, "GPUFRAG_PLUGINS": orjson.dumps(plugins).decode()}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.extensions.embedded_run", str(file), dsn, str(out)],
+        [sys.executable, "-m", "tests.app.embedded_run", str(file), dsn, str(out)],
         capture_output=True,
         text=True,
         timeout=300,
