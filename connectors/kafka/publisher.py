@@ -12,16 +12,27 @@ the publisher went on and exited 0, and the workers waited for events that never
 the broker refused are sent again, in their order, by a new producer (a new producer id: the
 refusal was for the old one's sequence), up to ``RESEND_ROUNDS`` times; after that the
 publisher fails with the broker's error, never silently.
+
+A broker that takes nothing at all (down, or unreachable) is waited out for ``OUTAGE_WAIT_S``:
+aiokafka's own wait ends after its request timeout (120 s) with a ``KafkaTimeoutError`` from
+``send`` once its buffer is full, and a broker outage in the long chaos soak (a stop and a
+network cut in a row, beside a CI run) outlasted it: the publisher died with the input half on
+the bus. A send that timed out added nothing, so sending the record again keeps the order.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
+from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from connectors.kafka.producer import acked_producer
 from models import Envelope, EventKind, to_json
@@ -34,6 +45,14 @@ PROGRESS_EVERY = 500
 """Events between progress reports (and one when the input ends)."""
 RESEND_ROUNDS = 5
 """New producers tried for records the broker refused before the publisher gives up."""
+OUTAGE_WAIT_S = 600.0
+"""How long a broker that takes nothing is waited out before the publisher fails: five of
+aiokafka's request timeouts, well past a broker restart (45 s in the chaos soak) or a rolling
+upgrade's broker, short enough that a broker gone for good is reported within minutes."""
+RETRY_PAUSE_S = 1.0
+"""Between a failed call and the next try (each failed try already waited its timeout)."""
+
+T = TypeVar("T")
 
 
 class PublishError(RuntimeError):
@@ -57,6 +76,7 @@ class EventPublisher:
         topic_of: dict[str, str],
         source: str = "publisher",
         progress_every: int = PROGRESS_EVERY,
+        outage_wait_s: float = OUTAGE_WAIT_S,
     ) -> None:
         """``topic_of`` maps an event kind ("pod", "node", ...) to its full topic name;
         ``source`` names this publisher in its progress reports (one name per running
@@ -65,6 +85,7 @@ class EventPublisher:
         self.topic_of = topic_of
         self.source = source
         self.progress_every = progress_every
+        self.outage_wait_s = outage_wait_s
         self.sent = 0
         self.progress_sent = 0
         self._last_time: datetime | None = None
@@ -124,15 +145,44 @@ class EventPublisher:
         # otherwise land after the report, and break its promise (events dead-lettered as late)
         await self.flush()
         for topic in sorted(set(self.topic_of.values())):
-            for partition in sorted(await self._producer.partitions_for(topic)):
+            partitions = await self._patiently(
+                f"partitions of {topic}", partial(self._producer.partitions_for, topic)
+            )
+            for partition in sorted(partitions):
                 await self._send(topic, b"", value, partition)
                 self.progress_sent += 1
         self._reported = upto
         self._since_report = 0
 
     async def _send(self, topic: str, key: bytes, value: bytes, partition: int | None) -> None:
-        delivery = await self._producer.send(topic, key=key, value=value, partition=partition)
+        delivery = await self._patiently(
+            f"a send to {topic}",
+            lambda: self._producer.send(topic, key=key, value=value, partition=partition),
+        )
         self._unsettled.append(_Sent(topic, key, value, partition, delivery))
+
+    async def _patiently(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call`` again while the broker takes nothing, for up to ``outage_wait_s``."""
+        started = time.monotonic()
+        while True:
+            try:
+                return await call()
+            except (KafkaTimeoutError, KafkaConnectionError) as exc:
+                waited_s = time.monotonic() - started
+                if waited_s >= self.outage_wait_s:
+                    raise PublishError(
+                        f"the broker took nothing for {waited_s:.0f} s ({what}: {exc!r}); "
+                        f"{self.sent} events were sent before it, not all of the input is on "
+                        "the bus"
+                    ) from exc
+                log.warning(
+                    "the broker takes nothing (%s: %r); waited %.0f s of %.0f, trying again",
+                    what,
+                    exc,
+                    waited_s,
+                    self.outage_wait_s,
+                )
+                await asyncio.sleep(RETRY_PAUSE_S)
 
     async def flush(self) -> None:
         """Until everything sent is on the broker: what it refused is sent again, in order, by a
@@ -156,7 +206,7 @@ class EventPublisher:
             )
             await self._producer.stop()
             self._producer = self._new_producer()
-            await self._producer.start()
+            await self._patiently("a new producer's start", self._producer.start)
             for r in refused:
                 await self._send(r.topic, r.key, r.value, r.partition)
             self.resent += len(refused)

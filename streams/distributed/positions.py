@@ -18,11 +18,18 @@ Offsets are contiguous on the input topics (no compaction, no transactions), so 
   read after the seek, for copies of what it had read. 42 pods were lost without a word.
 
 So a stream partition hands on nothing until the consumer has sought it in the current
-assignment. After that, a record behind the next offset is a copy of one already handed on (or
-below the commit), and one ahead of it is from before the seek: both are dropped, and the first
-one ahead also seeks the partition back to the next offset, so a position moved by anything
-else (a reset past the log's start) is read from where the stages are. A table's changelog,
-which Faust's recovery positions itself, hands on everything.
+assignment. What the fetcher took between that seek and its mark here is dropped, and the
+fetcher's position is past it: ``seeked`` says so, and the consumer seeks the partition to the
+mark once more. Without that a restarted worker's cluster stage lost the 5 records of its queues
+partition, fetched while the recovery was still looking up the partition's start; nothing came
+after them to show the gap, and the stage waited for them until the test gave up (10 minutes;
+a CI run, and the 4th of 4 runs here with one core kept busy).
+
+After that, a record behind the next offset is a copy of one already handed on (or below the
+commit), and one ahead of it is from before the seek: both are dropped, and the first one
+ahead also seeks the partition back to the next offset, so a position moved by anything else
+(a reset past the log's start) is read from where the stages are. A table's changelog, which
+Faust's recovery positions itself, hands on everything.
 """
 
 from __future__ import annotations
@@ -52,12 +59,17 @@ class Admit(Enum):
 class ReadPositions(Generic[K]):
     _next: dict[K, int] = field(default_factory=dict)
     _behind_seek: set[K] = field(default_factory=set)
+    _unsought_upto: dict[K, int] = field(default_factory=dict)
+    """The highest offset of each partition dropped as unsought since its last seek."""
     dropped: dict[Admit, int] = field(default_factory=dict)
 
-    def seeked(self, tp: K, offset: int) -> None:
-        """The consumer reads ``tp`` from ``offset`` on."""
+    def seeked(self, tp: K, offset: int) -> bool:
+        """The consumer reads ``tp`` from ``offset`` on. True when records at or after it were
+        dropped as unsought meanwhile: the fetcher is past them, so the consumer must seek
+        ``tp`` to ``offset`` again."""
         self._next[tp] = offset
         self._behind_seek.discard(tp)
+        return self._unsought_upto.pop(tp, -1) >= offset
 
     def forget(self, tp: K) -> None:
         """``tp`` was revoked: a stream partition hands on nothing of it until it is sought
@@ -76,6 +88,7 @@ class ReadPositions(Generic[K]):
             if not stream:
                 return Admit.DELIVER
             verdict = Admit.UNSOUGHT
+            self._unsought_upto[tp] = max(offset, self._unsought_upto.get(tp, -1))
         elif offset == expected:
             self._next[tp] = offset + 1
             self._behind_seek.discard(tp)

@@ -167,30 +167,42 @@ class HoldingConsumer(faust_aiokafka.Consumer):
             hook: Rewound | None = getattr(self.app, REWOUND_HOOK, None)
             if hook is not None:
                 hook(rewound)
-        if self.ledger is not None and streams:
-            # a commit below the log's start (retention) reads from the start: nothing below
-            # it exists to wait for
-            earliest = await self._thread.earliest_offsets(*streams)
-            starts: dict[TP, int] = {}
-            for tp in streams:
-                start = max(earliest.get(tp) or 0, self._committed_offset.get(tp) or 0)
+        if not streams:
+            return
+        # a commit below the log's start (retention) reads from the start: nothing below it
+        # exists to wait for
+        earliest = await self._thread.earliest_offsets(*streams)
+        starts: dict[TP, int] = {}
+        again: dict[TP, int] = {}
+        for tp in streams:
+            start = max(earliest.get(tp) or 0, self._committed_offset.get(tp) or 0)
+            if self.ledger is not None:
                 self.ledger.start(tp.topic, tp.partition, start)
-                self._positions.seeked(tp, start)
-                starts[tp] = start
-            self._log_starts(starts)
+            if self._positions.seeked(tp, start):
+                again[tp] = start
+            starts[tp] = start
+        self._log_starts(starts, again)
+        if again:
+            # the fetcher ran on while the starts were looked up: what it took from them was
+            # dropped (not sought yet), so those partitions are read from their start again
+            await self._thread.seek_wait(again)
 
-    def _log_starts(self, starts: Mapping[TP, int]) -> None:
+    def _log_starts(self, starts: Mapping[TP, int], again: Mapping[TP, int]) -> None:
         """Where each stream partition is read from, and how many records fetched before the
         seek were dropped: what a lost or repeated stretch of input is traced back to."""
         unsought = self._positions.dropped.get(Admit.UNSOUGHT, 0)
         log.info(
-            "stream partitions read from %s; %d records fetched before a seek dropped so far",
-            " ".join(
-                f"{tp.topic.rsplit('.', 1)[-1]}/{tp.partition}@{o}"
-                for tp, o in sorted(starts.items())
-            ),
+            "stream partitions read from %s; %d records fetched before a seek dropped so far%s",
+            _listed(starts),
             unsought,
+            f"; sought again (fetched from before the mark): {_listed(again)}" if again else "",
         )
+
+
+def _listed(offsets: Mapping[TP, int]) -> str:
+    return " ".join(
+        f"{tp.topic.rsplit('.', 1)[-1]}/{tp.partition}@{o}" for tp, o in sorted(offsets.items())
+    )
 
 
 class Transport(faust_aiokafka.Transport):

@@ -5,7 +5,9 @@ refused for good (the idempotent producer's sequence no longer matched), the pub
 looked at the deliveries, exited 0, and the workers waited for events that never came. A
 refusal cannot be produced on demand from a real broker, so the producer here is a stand-in
 that keeps aiokafka's contract: ``send`` returns the delivery future, ``flush`` waits until
-every future is done, a refused record's future holds the broker's error."""
+every future is done, a refused record's future holds the broker's error; a broker that takes
+nothing makes ``send`` raise ``KafkaTimeoutError`` (aiokafka's buffer full for its request
+timeout) and adds nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aiokafka.errors import OutOfOrderSequenceNumber
+from aiokafka.errors import KafkaTimeoutError, OutOfOrderSequenceNumber
 
 import connectors.kafka.publisher as publisher_module
 from connectors.kafka.publisher import RESEND_ROUNDS, EventPublisher, PublishError
@@ -31,6 +33,8 @@ class _Broker:
     refuse_first: int = 0
     """Producers (in order of creation) whose sends to partition 1 are all refused."""
     producers: int = 0
+    timeouts: int = 0
+    """Sends still to time out (the broker down), whichever producer makes them."""
 
 
 @dataclass
@@ -51,6 +55,9 @@ class _Producer:
     async def send(
         self, topic: str, *, key: bytes, value: bytes, partition: int | None = None
     ) -> asyncio.Future[object]:
+        if self.broker.timeouts > 0:
+            self.broker.timeouts -= 1
+            raise KafkaTimeoutError()
         where = (topic, partition if partition is not None else int(key[-1:] == b"1"))
         delivery: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self.pending.append((delivery, where, value))
@@ -66,13 +73,17 @@ class _Producer:
         self.pending = []
 
 
-def _publisher(broker: _Broker, monkeypatch: pytest.MonkeyPatch) -> EventPublisher:
+def _publisher(
+    broker: _Broker, monkeypatch: pytest.MonkeyPatch, *, outage_wait_s: float = 600
+) -> EventPublisher:
     def producer(*args: object, **kwargs: object) -> _Producer:
         broker.producers += 1
         return _Producer(broker, refusing=broker.producers <= broker.refuse_first)
 
     monkeypatch.setattr(publisher_module, "acked_producer", producer)
-    return EventPublisher(KafkaSettings(), topic_of={"node": "nodes"}, progress_every=2)
+    return EventPublisher(
+        KafkaSettings(), topic_of={"node": "nodes"}, progress_every=2, outage_wait_s=outage_wait_s
+    )
 
 
 def _events(n: int) -> list[Envelope]:
@@ -97,17 +108,27 @@ async def _run(pub: EventPublisher, envs: list[Envelope]) -> None:
         await pub.stop()
 
 
-async def test_records_the_broker_refused_are_sent_again_in_order(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("broker", "resent", "producers"),
+    [
+        # the soak's case: one producer's batches to partition 1 refused for good
+        (_Broker(refuse_first=1), True, 2),
+        # a broker down for two sends' timeouts: waited out, the same producer goes on
+        (_Broker(timeouts=2), False, 1),
+    ],
+    ids=["refused", "down-a-while"],
+)
+async def test_every_event_reaches_its_partition_in_order(
+    broker: _Broker, resent: bool, producers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broker = _Broker(refuse_first=1)
     pub = _publisher(broker, monkeypatch)
     envs = _events(6)
     await _run(pub, envs)
-    on_1 = [v for v in broker.logs[("nodes", 1)] if b'"kind":"progress"' not in v]
-    sent_to_1 = [e.id.encode() for e in envs if e.key.endswith("1")]
-    assert [next(i for i in sent_to_1 if i in v) for v in on_1] == sent_to_1  # all, in order
-    assert pub.resent > 0 and broker.producers == 2
+    for p in (0, 1):
+        sent = [e.id.encode() for e in envs if e.key.endswith(str(p))]
+        on_p = [v for v in broker.logs[("nodes", p)] if b'"kind":"progress"' not in v]
+        assert [next(i for i in sent if i in v) for v in on_p] == sent  # all, in order
+    assert (pub.resent > 0, broker.producers, broker.timeouts) == (resent, producers, 0)
 
 
 async def test_a_broker_that_keeps_refusing_fails_the_publisher_loudly(
@@ -116,4 +137,13 @@ async def test_a_broker_that_keeps_refusing_fails_the_publisher_loudly(
     broker = _Broker(refuse_first=RESEND_ROUNDS + 1)
     pub = _publisher(broker, monkeypatch)
     with pytest.raises(PublishError, match=r"refused .* records 6 times"):
+        await _run(pub, _events(4))
+
+
+async def test_a_broker_that_takes_nothing_past_the_bound_fails_the_publisher_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broker = _Broker(timeouts=1)
+    pub = _publisher(broker, monkeypatch, outage_wait_s=0)
+    with pytest.raises(PublishError, match=r"took nothing for 0 s \(a send to nodes"):
         await _run(pub, _events(4))
