@@ -321,6 +321,11 @@ class ClusterAnalysis:
             out[CLOCK] = self._snapshot_clock = clock
         return out
 
+    def clock_entry(self) -> bytes:
+        """The schedule as ``snapshot`` writes it under ``CLOCK``, changed or not: a host that
+        tags it with its release mark writes it at every release."""
+        return orjson.dumps(self._clock_state())
+
     def restore(self, entries: Mapping[str, bytes]) -> None:
         """The view as it was: its profiles applied again silently, the open signals and the
         schedule of deferred work put back. Learned typical pods come back from the tasks still
