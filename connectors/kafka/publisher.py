@@ -13,11 +13,13 @@ the broker refused are sent again, in their order, by a new producer (a new prod
 refusal was for the old one's sequence), up to ``RESEND_ROUNDS`` times; after that the
 publisher fails with the broker's error, never silently.
 
-A broker that takes nothing at all (down, or unreachable) is waited out for ``OUTAGE_WAIT_S``:
-aiokafka's own wait ends after its request timeout (120 s) with a ``KafkaTimeoutError`` from
-``send`` once its buffer is full, and a broker outage in the long chaos soak (a stop and a
-network cut in a row, beside a CI run) outlasted it: the publisher died with the input half on
-the bus. A send that timed out added nothing, so sending the record again keeps the order.
+A producer that takes nothing for its request timeout (aiokafka's ``send`` then raises
+``KafkaTimeoutError``, its buffer full) is replaced by a new one, which first sends again, in
+order, what the old one had not confirmed; so is one whose flush outlasts that timeout. In the
+long chaos soak the producer took nothing for 17 minutes after a 45 s broker restart while the
+broker took the workers' writes, and waiting on it, as the publisher did, could not help. After
+``OUTAGE_WAIT_S`` without progress the publisher fails. A record sent twice that way is a copy
+with the same envelope id, which every writer downstream takes once.
 """
 
 from __future__ import annotations
@@ -25,11 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
-from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
@@ -50,9 +49,12 @@ OUTAGE_WAIT_S = 600.0
 aiokafka's request timeouts, well past a broker restart (45 s in the chaos soak) or a rolling
 upgrade's broker, short enough that a broker gone for good is reported within minutes."""
 RETRY_PAUSE_S = 1.0
-"""Between a failed call and the next try (each failed try already waited its timeout)."""
-
-T = TypeVar("T")
+"""Between failed starts of a new producer."""
+FLUSH_WAIT_S = 180.0
+"""Longest wait for the producer's flush: past its request timeout (120 s) every batch has
+been sent or has failed, so a flush still waiting is a producer that takes nothing."""
+STOP_WAIT_S = 30.0
+"""Longest wait for a replaced producer to stop (one that takes nothing may never)."""
 
 
 class PublishError(RuntimeError):
@@ -60,11 +62,16 @@ class PublishError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class _Sent:
+class _Record:
     topic: str
     key: bytes
     value: bytes
     partition: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    record: _Record
     delivery: asyncio.Future[object]
 
 
@@ -145,72 +152,103 @@ class EventPublisher:
         # otherwise land after the report, and break its promise (events dead-lettered as late)
         await self.flush()
         for topic in sorted(set(self.topic_of.values())):
-            partitions = await self._patiently(
-                f"partitions of {topic}", partial(self._producer.partitions_for, topic)
-            )
-            for partition in sorted(partitions):
+            for partition in sorted(await self._partitions(topic)):
                 await self._send(topic, b"", value, partition)
                 self.progress_sent += 1
         self._reported = upto
         self._since_report = 0
 
     async def _send(self, topic: str, key: bytes, value: bytes, partition: int | None) -> None:
-        delivery = await self._patiently(
-            f"a send to {topic}",
-            lambda: self._producer.send(topic, key=key, value=value, partition=partition),
-        )
-        self._unsettled.append(_Sent(topic, key, value, partition, delivery))
+        await self._hand_over([_Record(topic, key, value, partition)])
 
-    async def _patiently(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``call`` again while the broker takes nothing, for up to ``outage_wait_s``."""
+    async def _hand_over(self, records: list[_Record]) -> None:
+        """Hand ``records`` to the producer in order. A producer that takes nothing for its
+        request timeout is replaced, and what it had not confirmed goes to the new one first,
+        in its order; ``PublishError`` after ``outage_wait_s``."""
+        started = time.monotonic()
+        queue = list(records)
+        while queue:
+            r = queue[0]
+            try:
+                delivery = await self._producer.send(
+                    r.topic, key=r.key, value=r.value, partition=r.partition
+                )
+            except (KafkaTimeoutError, KafkaConnectionError) as exc:
+                queue[:0] = await self._replace(f"a send to {r.topic}: {exc!r}", started)
+                continue
+            self._unsettled.append(_Sent(r, delivery))
+            queue.pop(0)
+
+    async def _partitions(self, topic: str) -> set[int]:
         started = time.monotonic()
         while True:
             try:
-                return await call()
+                return set(await self._producer.partitions_for(topic))
+            except (KafkaTimeoutError, KafkaConnectionError) as exc:
+                await self._hand_over(
+                    await self._replace(f"partitions of {topic}: {exc!r}", started)
+                )
+
+    async def _replace(self, why: str, started: float) -> list[_Record]:
+        """A new producer for one that took nothing (``why``), or whose records the broker
+        refused; returns what the old one had not confirmed, in order, for the new one. In the
+        long chaos soak a producer took nothing for 17 minutes after a 45 s broker restart,
+        while the broker took the workers' writes: waiting on it could not help."""
+        waited_s = time.monotonic() - started
+        if waited_s >= self.outage_wait_s:
+            raise PublishError(
+                f"the broker took nothing for {waited_s:.0f} s ({why}); {self.sent} events were "
+                "sent before it, not all of the input is on the bus"
+            )
+        log.warning("the producer takes nothing (%s); starting a new one", why)
+        old, self._producer = self._producer, self._new_producer()
+        try:
+            await asyncio.wait_for(old.stop(), STOP_WAIT_S)
+        except TimeoutError:
+            log.warning("the old producer did not stop in %.0f s; left behind", STOP_WAIT_S)
+        unconfirmed = [s.record for s in self._unsettled if not _confirmed(s.delivery)]
+        self._unsettled = []
+        while True:
+            try:
+                await self._producer.start()
+                break
             except (KafkaTimeoutError, KafkaConnectionError) as exc:
                 waited_s = time.monotonic() - started
                 if waited_s >= self.outage_wait_s:
                     raise PublishError(
-                        f"the broker took nothing for {waited_s:.0f} s ({what}: {exc!r}); "
-                        f"{self.sent} events were sent before it, not all of the input is on "
-                        "the bus"
+                        f"the broker took nothing for {waited_s:.0f} s (a new producer's start: "
+                        f"{exc!r}); not all of the input is on the bus"
                     ) from exc
-                log.warning(
-                    "the broker takes nothing (%s: %r); waited %.0f s of %.0f, trying again",
-                    what,
-                    exc,
-                    waited_s,
-                    self.outage_wait_s,
-                )
                 await asyncio.sleep(RETRY_PAUSE_S)
+        self.resent += len(unconfirmed)
+        return unconfirmed
 
     async def flush(self) -> None:
-        """Until everything sent is on the broker: what it refused is sent again, in order, by a
-        new producer; ``PublishError`` once ``RESEND_ROUNDS`` new producers could not."""
+        """Until everything sent is on the broker: what it refused, or a producer that took
+        longer than its request timeout left unconfirmed, is sent again, in order, by a new
+        producer; ``PublishError`` once ``RESEND_ROUNDS`` new producers could not."""
         for round_ in range(RESEND_ROUNDS + 1):
-            await self._producer.flush()
-            refused = [r for r in self._unsettled if _refused(r.delivery)]
-            self._unsettled = []
-            if not refused:
-                return
-            first = f"{refused[0].topic}: {refused[0].delivery.exception()!r}"
+            try:
+                await asyncio.wait_for(self._producer.flush(), FLUSH_WAIT_S)
+            except TimeoutError:
+                why = f"its flush took over {FLUSH_WAIT_S:.0f} s"
+            else:
+                refused = [s for s in self._unsettled if _refused(s.delivery)]
+                if not refused:
+                    self._unsettled = []
+                    return
+                why = f"{len(refused)} refused, first {refused[0].delivery.exception()!r}"
             if round_ == RESEND_ROUNDS:
                 raise PublishError(
-                    f"the broker refused {len(refused)} records {RESEND_ROUNDS + 1} times "
-                    f"(first: {first}); not all of the input is on the bus"
+                    f"the broker did not take the records {RESEND_ROUNDS + 1} times (last: "
+                    f"{why}); not all of the input is on the bus"
                 )
-            log.warning(
-                "the broker refused %d records (first: %s); sending them again with a new producer",
-                len(refused),
-                first,
-            )
-            await self._producer.stop()
-            self._producer = self._new_producer()
-            await self._patiently("a new producer's start", self._producer.start)
-            for r in refused:
-                await self._send(r.topic, r.key, r.value, r.partition)
-            self.resent += len(refused)
+            await self._hand_over(await self._replace(why, time.monotonic()))
 
 
 def _refused(delivery: asyncio.Future[object]) -> bool:
     return delivery.done() and not delivery.cancelled() and delivery.exception() is not None
+
+
+def _confirmed(delivery: asyncio.Future[object]) -> bool:
+    return delivery.done() and not delivery.cancelled() and delivery.exception() is None
