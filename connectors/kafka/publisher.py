@@ -194,12 +194,7 @@ class EventPublisher:
         refused; returns what the old one had not confirmed, in order, for the new one. In the
         long chaos soak a producer took nothing for 17 minutes after a 45 s broker restart,
         while the broker took the workers' writes: waiting on it could not help."""
-        waited_s = time.monotonic() - started
-        if waited_s >= self.outage_wait_s:
-            raise PublishError(
-                f"the broker took nothing for {waited_s:.0f} s ({why}); {self.sent} events were "
-                "sent before it, not all of the input is on the bus"
-            )
+        self._within_bound(why, started)
         log.warning("the producer takes nothing (%s); starting a new one", why)
         old, self._producer = self._producer, self._new_producer()
         try:
@@ -213,15 +208,19 @@ class EventPublisher:
                 await self._producer.start()
                 break
             except (KafkaTimeoutError, KafkaConnectionError) as exc:
-                waited_s = time.monotonic() - started
-                if waited_s >= self.outage_wait_s:
-                    raise PublishError(
-                        f"the broker took nothing for {waited_s:.0f} s (a new producer's start: "
-                        f"{exc!r}); not all of the input is on the bus"
-                    ) from exc
+                self._within_bound(f"a new producer's start: {exc!r}", started)
                 await asyncio.sleep(RETRY_PAUSE_S)
         self.resent += len(unconfirmed)
         return unconfirmed
+
+    def _within_bound(self, why: str, started: float) -> None:
+        """``PublishError`` once ``outage_wait_s`` has passed since ``started``."""
+        waited_s = time.monotonic() - started
+        if waited_s >= self.outage_wait_s:
+            raise PublishError(
+                f"the broker took nothing for {waited_s:.0f} s ({why}); {self.sent} events were "
+                "sent before it, not all of the input is on the bus"
+            )
 
     async def flush(self) -> None:
         """Until everything sent is on the broker: what it refused, or a producer that took

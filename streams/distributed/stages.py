@@ -423,8 +423,8 @@ class ClusterLogic:
             # the schedule goes last (the state entries and the acting step's are on the
             # changelog before it, in order), tagged with the instants' mark: how far the
             # state it closes goes
-            changes.pop(CLUSTER_CLOCK, None)
-            changes[CLUSTER_CLOCK] = tagged(ia.watermark, op.clock_entry())
+            clock = changes.pop(CLUSTER_CLOCK, None) or op.clock_entry()
+            changes[CLUSTER_CLOCK] = tagged(ia.watermark, clock)
         persist(self.table, changes)
 
     def _count(self) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from tests.app.pipeline_helpers import dsn_for, store_at
 from tests.app.watch_helpers import NODE, PAGE, clean_env, start_watch
+from tests.connectors.alerts.alerting import until
 from tests.connectors.dcgm.exporter_server import FakeExporter
 from tests.kube_fake.objects import node as node_object
 
@@ -51,13 +51,6 @@ async def _sick_node(client: ApiClient, name: str, run: str) -> None:
     core = CoreV1Api(client)
     await core.create_node(body)
     await core.patch_node_status(name, {"status": {**status, "conditions": [_condition(False)]}})
-
-
-async def _until(what: str, check: Callable[[], Awaitable[bool]], *, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"not {what} in {timeout_s} s"
-        await asyncio.sleep(0.5)
 
 
 def _fenced(node: Any) -> bool:
@@ -97,9 +90,9 @@ async def test_watch_embedded_enforcing_quarantines_a_sick_node_and_lifts_it(
         return want(await core.read_node(name))
 
     try:
-        await _until("quarantined", lambda: state(_fenced), timeout_s=180)
+        await until(lambda: state(_fenced), within_s=180)  # quarantined
         await core.patch_node_status(name, {"status": {"conditions": [_condition(True)]}})
-        await _until("lifted", lambda: state(_lifted), timeout_s=180)
+        await until(lambda: state(_lifted), within_s=180)  # lifted
     finally:
         if not communicate.done():
             proc.send_signal(signal.SIGTERM)
