@@ -125,6 +125,9 @@ class KeyedStage:
         self.buffers: dict[int, Reorder[Any]] = {}
         self._holding: dict[int, set[Position]] = {}
         """Where each held item was read, to recognise a second delivery of it."""
+        self._held_keys: dict[int, set[OrderKey]] = {}
+        """The order keys of the outside sources' items held, to recognise a copy sent again
+        (a second record, at another offset, with the same envelope: the publisher's resend)."""
         self._rereported: set[int] = set()
         self._read_upto: dict[int, dict[str, int]] = {}
         """The highest offset of each topic of a partition read since it was assigned."""
@@ -181,6 +184,12 @@ class KeyedStage:
                     # one acknowledged on release
                     self.counters.add("read_twice")
                     return
+                if not decoded.derived:
+                    keys = self._held_keys.setdefault(msg.partition, set())
+                    if decoded.order in keys:
+                        await self._copy(s, event)
+                        return
+                    keys.add(decoded.order)
                 holding.add(at)
                 buf.add(decoded.order, (event, decoded.item))
             else:
@@ -189,6 +198,16 @@ class KeyedStage:
                 # applied or refused, never a broken promise
                 copy = decoded.derived or again
                 await self._drop_late(s, event, "redelivered" if copy else why, buf)
+
+    async def _copy(self, s: Any, event: Any) -> None:
+        """The same envelope (time, sequence number, source, id) as an item held, in a record
+        of its own: a publisher whose producer took nothing sends again, with a new producer,
+        what the old one had not confirmed, and some of it had been written. It checks every
+        delivery before its next progress report, so the first copy is still held when the
+        second is read. Applied twice, a pod's or node's state changes nothing, but a
+        ResourceQuota refusal would be counted twice: the copy is dropped here, finished."""
+        self.counters.add("copies")
+        await self._ack(s, event)
 
     async def _ack(self, s: Any, event: Any) -> None:
         """Acknowledge a message whose handling is complete: one that is not ours, a copy, or a
@@ -242,6 +261,7 @@ class KeyedStage:
         for p in partitions:
             self.buffers.pop(p, None)
             self._holding.pop(p, None)
+            self._held_keys.pop(p, None)
             self._unmarked.pop(p, None)
             self._first_read.pop(p, None)
             self._read_upto.pop(p, None)
@@ -271,8 +291,10 @@ class KeyedStage:
                 self._first_read.get(p),
             )
         holding = self._holding.get(p, set())
+        held_keys = self._held_keys.get(p, set())
         released: list[Position] = []
         for order, (ev, item) in ready:
+            held_keys.discard(order)
             if self.buffers.get(p) is not buf:
                 return  # revoked meanwhile: its next owner redoes the rest, so no mark
             await self.logic.apply(order, item)

@@ -20,6 +20,8 @@ HELP = {
     "redelivered": "Redelivered copies of items already processed, dropped",
     "read_twice": "Items read a second time while the first copy was still held (the rewind "
     "after a rebalance), dropped",
+    "copies": "Records carrying an envelope already held (a publisher's resend after its "
+    "producer was replaced), dropped",
     "signals": "Signals sent by the cluster view",
 }
 

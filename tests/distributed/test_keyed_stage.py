@@ -121,6 +121,31 @@ def test_a_held_item_read_again_is_dropped_and_applied_once() -> None:
     assert stream.acked == [2, 0, 1]
 
 
+def test_a_copy_sent_again_in_a_record_of_its_own_is_dropped_finished_and_applied_once() -> None:
+    """The publisher replaced a producer that took nothing and sent again what it had not
+    confirmed, some of which the old one had written: the same envelopes at new offsets,
+    before the progress report that releases them. Each is applied once; the copies are
+    finished at once (acknowledged, so they hold back no commit), the firsts on release."""
+    stage, logic, counters = _stage()
+    stream = _Stream()
+    for offset, raw in enumerate(["item:10", "item:20", "item:10", "item:20", "item:30"]):
+        _read(stage, stream, offset, raw)
+    assert counters.counts == {"read": 5, "copies": 2}
+    assert stream.acked == [2, 3]
+    assert stage.ledger.safe("pods", 0) == 0  # the firsts still held: nothing past them
+    _read(stage, stream, 5, "upto:30")
+    assert logic.applied == ["item:10", "item:20", "item:30"]
+    assert sorted(stream.acked) == [0, 1, 2, 3, 4, 5]
+    assert stage.ledger.safe("pods", 0) == 6
+    # the same envelope once released, then read at a new offset by this owner: a broken
+    # promise (the publisher checks every delivery before its next report), never a copy
+    stage2, logic2, _, refused = _refusing_stage()
+    for offset, raw in enumerate(["item:10", "upto:10", "item:10"]):
+        _read(stage2, stream, offset, raw)
+    assert logic2.applied == ["item:10"]
+    assert [r.split(":")[0] for r in refused] == ["late"]
+
+
 def test_a_released_item_read_again_by_its_owner_is_a_copy_not_a_late_event() -> None:
     """The consumer went back to the commit (Faust seeks more than once per rebalance) after
     the stage had released past an item: the second read is a copy, never dead-lettered."""
