@@ -32,6 +32,7 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
+from aiokafka.structs import TopicPartition
 
 from connectors.kafka.producer import acked_producer
 from models import Envelope, EventKind, to_json
@@ -195,7 +196,7 @@ class EventPublisher:
         long chaos soak a producer took nothing for 17 minutes after a 45 s broker restart,
         while the broker took the workers' writes: waiting on it could not help."""
         self._within_bound(why, started)
-        log.warning("the producer takes nothing (%s); starting a new one", why)
+        log.warning("the producer takes nothing (%s; %s); starting a new one", why, self._leaders())
         old, self._producer = self._producer, self._new_producer()
         try:
             await asyncio.wait_for(old.stop(), STOP_WAIT_S)
@@ -212,6 +213,27 @@ class EventPublisher:
                 await asyncio.sleep(RETRY_PAUSE_S)
         self.resent += len(unconfirmed)
         return unconfirmed
+
+    def _leaders(self) -> str:
+        """Where the producer's metadata says its input partitions' leaders are, for the
+        warning: a partition without one takes nothing, whichever producer sends to it (a
+        soak's publisher took nothing for 16 minutes through new producers and broker
+        restarts, cause not yet found)."""
+        cluster = self._producer.client.cluster
+        unknown: list[str] = []
+        led = 0
+        for topic in sorted(set(self.topic_of.values())):
+            for p in sorted(cluster.partitions_for_topic(topic) or ()):
+                leader = cluster.leader_for_partition(TopicPartition(topic, p))
+                if leader is None or leader < 0:
+                    unknown.append(f"{topic}/{p}")
+                else:
+                    led += 1
+        shown = ", ".join(unknown[:8]) + (" ..." if len(unknown) > 8 else "")
+        return (
+            f"{len(self._unsettled)} sent since the last check, {led} input partitions with a "
+            f"leader, {len(unknown)} without{': ' + shown if unknown else ''}"
+        )
 
     def _within_bound(self, why: str, started: float) -> None:
         """``PublishError`` once ``outage_wait_s`` has passed since ``started``."""

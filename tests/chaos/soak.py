@@ -283,14 +283,17 @@ class Soak:
 
 
 def publisher(
-    bootstrap: str, prefix: str, options: list[str], rate: float
+    bootstrap: str, prefix: str, options: list[str], rate: float, *, log: Path
 ) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [
-            *(sys.executable, "-m", "streams.app", "publish", "--prefix", prefix),
-            *(*options, "--rate", f"{rate:.2f}"),
-        ],
-        env=kafka_env(bootstrap),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    """`gpufrag publish` at ``rate`` events a second, its log (warnings included: each
+    producer it replaced, and why) written to ``log`` and kept with the run's files."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                *(sys.executable, "-m", "streams.app", "publish", "--prefix", prefix),
+                *(*options, "--rate", f"{rate:.2f}"),
+            ],
+            env=kafka_env(bootstrap),
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )

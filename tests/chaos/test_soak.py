@@ -89,7 +89,7 @@ def _until_listed(soak: Soak, expected: set[str], *, timeout_s: float) -> set[st
 @pytest.fixture
 def soak_broker(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     """A broker of the soak's own: it is stopped and started mid-run."""
-    with broker_of_own(tmp_path / "kafka") as broker:
+    with broker_of_own(tmp_path / "kafka", keep_logs=tmp_path / "kafka-logs") as broker:
         yield broker
 
 
@@ -153,11 +153,14 @@ def test_the_history_after_a_round_of_faults_equals_the_embedded_runners(
         run_for_s=span_s + 1800,
     )
     soak.start()
-    pub = publisher(bootstrap, topic_prefix, ["--file", str(events)], n_events / span_s)
+    pub_log = tmp_path / "publish.log"
+    pub = publisher(
+        bootstrap, topic_prefix, ["--file", str(events)], n_events / span_s, log=pub_log
+    )
     try:
         soak.run_faults(faults, pub)
-        _, err = pub.communicate(timeout=span_s + 900)
-        assert pub.returncode == 0, err.decode()[-3000:]
+        pub.wait(timeout=span_s + 900)
+        assert pub.returncode == 0, pub_log.read_text(errors="replace")[-3000:]
         until_reported(bootstrap, topic_prefix, last_event_time(ours), timeout_s=900)
         wait_caught_up(bootstrap, f"{topic_prefix}gpufrag-sink", sink_topics(topic_prefix))
         asyncio.run(until_committed(bootstrap, topic_prefix))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -223,10 +224,13 @@ def until_reported(bootstrap: str, prefix: str, last: datetime, *, timeout_s: fl
 
 
 @contextmanager
-def broker_of_own(run_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+def broker_of_own(
+    run_dir: Path, *, keep_logs: Path | None = None
+) -> Iterator[tuple[str, dict[str, str]]]:
     """A broker of the caller's own (``deploy/local/kafka.sh`` in ``run_dir``), to stop and
     start without disturbing the other tests' broker: its address and the environment that
-    names it to the script."""
+    names it to the script. ``keep_logs``: where its logs are copied before it is removed
+    (what it did through a run's restarts is the first thing a failed soak asks)."""
     env = {**os.environ, "GPUFRAG_KAFKA_DIR": str(run_dir)}
     out = subprocess.run(
         ["bash", str(KAFKA_SH), "start"], env=env, capture_output=True, text=True, timeout=600
@@ -235,6 +239,8 @@ def broker_of_own(run_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
     try:
         yield out.stdout.strip().splitlines()[-1], env
     finally:
+        if keep_logs is not None and (run_dir / "logs").is_dir():
+            shutil.copytree(run_dir / "logs", keep_logs, dirs_exist_ok=True)
         subprocess.run(["bash", str(KAFKA_SH), "stop"], env=env, timeout=120, check=False)
 
 

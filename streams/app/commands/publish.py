@@ -4,6 +4,7 @@ the distributed runner can be driven without a cluster."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -73,7 +74,11 @@ def publish(
     ] = 0,
 ) -> None:
     """Send events onto the input topics (created if missing), keyed for the workers. A broker
-    that goes away for a while is waited for (up to two minutes per send), not given up on."""
+    that goes away for a while is waited out: a producer that takes nothing for two minutes is
+    replaced (logged as a warning), and the command fails after ten without progress."""
+    # the warnings (a producer replaced, aiokafka's own) with the time, to be read beside
+    # the broker's log
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     bus = Bus.resolve(bootstrap, prefix)
     rejected: list[str] = []
     with user_errors():

@@ -40,11 +40,28 @@ class _Broker:
     the others' (the long chaos soak's producer after a broker restart)."""
 
 
+class _Metadata:
+    """aiokafka's cluster metadata as the publisher's warning reads it: two partitions a
+    topic, each led by broker 1."""
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    def leader_for_partition(self, tp: object) -> int:
+        return 1
+
+
+@dataclass
+class _Client:
+    cluster: _Metadata = field(default_factory=_Metadata)
+
+
 @dataclass
 class _Producer:
     broker: _Broker
     refusing: bool
     wedged: bool = False
+    client: _Client = field(default_factory=_Client)
     pending: list[tuple[asyncio.Future[object], tuple[str, int | None], bytes]] = field(
         default_factory=list
     )
@@ -131,11 +148,19 @@ async def _run(pub: EventPublisher, envs: list[Envelope]) -> None:
     ids=["refused", "down-a-while", "wedged-producer"],
 )
 async def test_every_event_reaches_its_partition_in_order(
-    broker: _Broker, producers: int, monkeypatch: pytest.MonkeyPatch
+    broker: _Broker,
+    producers: int,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     pub = _publisher(broker, monkeypatch)
     envs = _events(6)
-    await _run(pub, envs)
+    with caplog.at_level("WARNING", logger="connectors.kafka.publisher"):
+        await _run(pub, envs)
+    # each replacement says where the metadata puts the input partitions' leaders
+    replaced = [r.getMessage() for r in caplog.records if "starting a new one" in r.getMessage()]
+    assert len(replaced) == producers - 1
+    assert all("2 input partitions with a leader, 0 without" in m for m in replaced), replaced
     for p in (0, 1):
         sent = [e.id.encode() for e in envs if e.key.endswith(str(p))]
         on_p = [v for v in broker.logs[("nodes", p)] if b'"kind":"progress"' not in v]
