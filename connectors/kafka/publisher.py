@@ -15,10 +15,10 @@ publisher fails with the broker's error, never silently.
 
 A producer that takes nothing for its request timeout (aiokafka's ``send`` then raises
 ``KafkaTimeoutError``, its buffer full) is replaced by a new one, which first sends again, in
-order, what the old one had not confirmed; so is one whose flush outlasts that timeout. In the
-long chaos soak the producer took nothing for 17 minutes after a 45 s broker restart while the
-broker took the workers' writes, and waiting on it, as the publisher did, could not help. After
-``OUTAGE_WAIT_S`` without progress the publisher fails. A record sent twice that way is a copy
+order, what the old one had not confirmed; so is one whose flush outlasts that timeout: a
+bound on a producer that really stops (what looked like one in the long chaos soak was the
+publisher itself stopped, on a full stderr pipe, see ``streams/app/lifecycle/log_setup.py``).
+After ``OUTAGE_WAIT_S`` without progress the publisher fails. A record sent twice that way is a copy
 with the same envelope id, which every writer downstream takes once.
 """
 
@@ -192,9 +192,7 @@ class EventPublisher:
 
     async def _replace(self, why: str, started: float) -> list[_Record]:
         """A new producer for one that took nothing (``why``), or whose records the broker
-        refused; returns what the old one had not confirmed, in order, for the new one. In the
-        long chaos soak a producer took nothing for 17 minutes after a 45 s broker restart,
-        while the broker took the workers' writes: waiting on it could not help."""
+        refused; returns what the old one had not confirmed, in order, for the new one."""
         self._within_bound(why, started)
         log.warning("the producer takes nothing (%s; %s); starting a new one", why, self._leaders())
         old, self._producer = self._producer, self._new_producer()
@@ -216,9 +214,7 @@ class EventPublisher:
 
     def _leaders(self) -> str:
         """Where the producer's metadata says its input partitions' leaders are, for the
-        warning: a partition without one takes nothing, whichever producer sends to it (a
-        soak's publisher took nothing for 16 minutes through new producers and broker
-        restarts, cause not yet found)."""
+        warning: a partition without one takes nothing, whichever producer sends to it."""
         cluster = self._producer.client.cluster
         unknown: list[str] = []
         led = 0

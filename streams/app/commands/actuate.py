@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Annotated
 
 import typer
@@ -20,6 +19,7 @@ from models.refusal import Refusal
 from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.log_setup import configure_logging
 from streams.app.lifecycle.probes import Health
 from streams.app.lifecycle.session import Session
 from streams.app.lifecycle.stopping import stop_event, unless_stopped
@@ -48,9 +48,7 @@ def actuate(
     holds the actuator Lease (GPUFRAG_ACTUATOR__*; the cluster from GPUFRAG_KUBE__*); in any
     other mode no API client is made and every request is answered as proposed. Offsets are
     committed once the outcomes are on the topic; invalid requests go to the dead-letter topic."""
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(loglevel)
     session = Session("actuate")
     settings, health = session.settings, session.health
     bus = Bus.resolve(bootstrap, prefix)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Annotated
 
 import typer
@@ -21,6 +20,7 @@ from models.settings import AlertSettings
 from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.log_setup import configure_logging
 from streams.app.lifecycle.probes import Health
 from streams.app.lifecycle.session import Session
 from streams.app.lifecycle.stopping import stop_event
@@ -56,9 +56,7 @@ def alert(
     commits resumes from them. Offsets are committed once every sink accepted a batch's alerts
     or they were kept as dead letters on the dead-letter topic (where `gpufrag sink` stores
     them)."""
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(loglevel)
     session = Session("alert")
     settings = session.settings.alerts
     sinks = alert_sinks(settings)

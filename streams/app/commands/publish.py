@@ -4,7 +4,6 @@ the distributed runner can be driven without a cluster."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +19,7 @@ from streams.app.commands.replay import MAX_INJECTED_STORMS
 from streams.app.console.errors import user_errors
 from streams.app.console.options import BootstrapOption, NodesOption, PodsOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.log_setup import configure_logging
 from streams.app.lifecycle.settings_load import load_settings
 from streams.distributed import topics
 from streams.simulation.cluster import (
@@ -77,8 +77,8 @@ def publish(
     that goes away for a while is waited out: a producer that takes nothing for two minutes is
     replaced (logged as a warning), and the command fails after ten without progress."""
     # the warnings (a producer replaced, aiokafka's own) with the time, to be read beside
-    # the broker's log
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the broker's log, and aiokafka's retry loop during an outage as one line per window
+    configure_logging("warning")
     bus = Bus.resolve(bootstrap, prefix)
     rejected: list[str] = []
     with user_errors():

@@ -22,6 +22,7 @@ from rich.console import Console
 from streams.app.console.errors import EXIT_USAGE, user_errors
 from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
 from streams.app.lifecycle.bus import Bus
+from streams.app.lifecycle.log_setup import configure_logging
 from streams.app.lifecycle.session import Session
 from streams.app.sinks.alert_feed import alert_sinks
 
@@ -114,9 +115,7 @@ def watch(
     --duration-s) the sources stop, what they emitted is sent, and progress is reported a last
     time.
     """
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(loglevel)
     session = Session("watch", store=store)
     settings = session.settings
     urls = tuple(dict.fromkeys((*settings.dcgm.endpoints, *(dcgm or ()))))
