@@ -172,12 +172,12 @@ def test_the_history_after_a_round_of_faults_equals_the_embedded_runners(
         assert still_open, "the input has signals open at its end"
         listed = _until_listed(soak, still_open, timeout_s=300)
         assert listed == still_open, (sorted(listed ^ still_open), "\n".join(soak.done))
+        on_actions = asyncio.run(every_record(bootstrap, topics.ACTIONS.full_name(topic_prefix)))
+        # kept with the run's files: proposals, requests and outcomes in the order sent
+        (tmp_path / "actions.jsonl").write_bytes(b"\n".join(on_actions) + b"\n")
         outcomes = [
             r
-            for r in map(
-                orjson.loads,
-                asyncio.run(every_record(bootstrap, topics.ACTIONS.full_name(topic_prefix))),
-            )
+            for r in map(orjson.loads, on_actions)
             if isinstance(r, dict) and "actuator" in (r.get("evidence") or {})
         ]
     finally:

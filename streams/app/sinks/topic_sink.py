@@ -22,7 +22,7 @@ from aiokafka.errors import CommitFailedError
 
 from connectors.clickhouse.rows import Row, action_row, refusal_row, signal_row
 from connectors.clickhouse.sink import ClickHouseSink
-from models import Action, Signal, from_json
+from models import Action, ActionOutcome, Signal, from_json
 from models.refusal import Refusal
 from streams.app.sinks.topic_history import HistoryRows
 from streams.distributed import topics
@@ -86,6 +86,9 @@ class TopicSink:
         self.actions_topic = actions_topic
         self.history = history
         self._recent: OrderedDict[tuple[str, ...], None] = OrderedDict()
+        self._settled: OrderedDict[str, None] = OrderedDict()
+        """Action ids whose outcome this sink stored: a proposal of one read later is a
+        worker's copy, never written over the outcome."""
         self.counts = {
             "signals": 0,
             "repeats": 0,
@@ -93,6 +96,7 @@ class TopicSink:
             "unreadable": 0,
             "actions": 0,
             "action_requests": 0,
+            "stale_proposals": 0,
         }
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -165,7 +169,13 @@ class TopicSink:
         self, topic: str, partition: int, offset: int, ts_ms: int, raw: bytes
     ) -> tuple[str, Row | None]:
         """An audit record becomes its row (keyed by action id: a later outcome of the same
-        action replaces the proposal); a request is the actuator's input, not history."""
+        action replaces the proposal); a request is the actuator's input, not history.
+
+        A worker restarted after planning sends its proposals again, and one may come after
+        the actuator's outcome: in the long chaos soak two executed evictions were stored as
+        proposed, the copies written last. A proposal of an action whose outcome this sink
+        stored is dropped. (A sink restarted between the two, its commit past the outcome,
+        would still store the copy: it does not read the store back.)"""
         try:
             body = orjson.loads(raw)
             if isinstance(body, dict) and "op" in body:
@@ -177,6 +187,15 @@ class TopicSink:
             return "dead_letter", _dead_letter(
                 topic, partition, offset, ts_ms, f"unreadable action: {exc}", raw
             )
+        if action.outcome is ActionOutcome.PROPOSED:
+            if action.id in self._settled:
+                self.counts["stale_proposals"] += 1
+                return "actions", None
+        else:
+            self._settled[action.id] = None
+            self._settled.move_to_end(action.id)
+            if len(self._settled) > RECENT_KEYS:
+                self._settled.popitem(last=False)
         self.counts["actions"] += 1
         return "actions", action_row(self.run_id, action)
 

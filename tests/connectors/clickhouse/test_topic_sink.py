@@ -49,6 +49,7 @@ async def test_records_become_rows_once_and_bad_ones_are_kept_with_the_reason(
         "unreadable": 1,
         "actions": 0,
         "action_requests": 0,
+        "stale_proposals": 0,
     }
     assert consumer.commits == 2  # after each batch's rows were stored
     rows = store.query("SELECT fingerprint, run_id FROM signals").rows
@@ -86,6 +87,40 @@ async def test_a_watchers_refusal_on_the_dead_letter_topic_is_stored_as_its_sour
 async def test_action_records_become_rows_and_requests_are_left_to_the_actuator(
     make_sink: SinkMaker, store: Store
 ) -> None:
+    proposed, executed = _proposed_and_executed()
+    request = EvictPod(id="r-1", kind=ActionKind.RECLAIM, reason="x", namespace="ml", name="a")
+    batches = [
+        {TP("actions", 0): [Record(0, 0, to_json(proposed)), Record(1, 0, to_json(request))]},
+        {TP("actions", 0): [Record(2, 0, to_json(executed)), Record(3, 0, b'{"id": 1}')]},
+    ]
+    out = await _sunk(make_sink, batches)
+    assert (out.counts["actions"], out.counts["action_requests"]) == (2, 1)
+    assert out.counts["unreadable"] == 1
+    rows = store.query("SELECT id, outcome, mode FROM actions FINAL").rows
+    assert [tuple(r) for r in rows] == [("r-1", "executed", "enforce")]  # the outcome replaces
+    (dead,) = store.query("SELECT reason FROM dead_letter").rows
+    assert "unreadable action" in str(dead[0])
+
+
+async def test_a_proposal_sent_again_after_its_outcome_does_not_replace_it(
+    make_sink: SinkMaker, store: Store
+) -> None:
+    """The long chaos soak: a worker killed after planning sent its proposals again after the
+    actuator's outcomes, and two executed evictions were stored as proposed."""
+    proposed, executed = _proposed_and_executed()
+    other = proposed.model_copy(update={"id": "r-2", "target": "ml/b"})
+    batches = [
+        {TP("actions", 0): [Record(0, 0, to_json(proposed)), Record(1, 0, to_json(executed))]},
+        # the restarted worker's copies: one after its outcome, one of an action not yet done
+        {TP("actions", 0): [Record(2, 0, to_json(proposed)), Record(3, 0, to_json(other))]},
+    ]
+    out = await _sunk(make_sink, batches)
+    assert (out.counts["actions"], out.counts["stale_proposals"]) == (3, 1)
+    rows = store.query("SELECT id, outcome FROM actions FINAL ORDER BY id").rows
+    assert [tuple(r) for r in rows] == [("r-1", "executed"), ("r-2", "proposed")]
+
+
+def _proposed_and_executed() -> tuple[Action, Action]:
     at = datetime(2026, 3, 1, tzinfo=UTC)
     common = {"kind": ActionKind.RECLAIM, "reason": "room for ml/job", "target_scope": Scope.POD}
     proposed = Action(
@@ -94,11 +129,11 @@ async def test_action_records_become_rows_and_requests_are_left_to_the_actuator(
     executed = proposed.model_copy(
         update={"outcome": ActionOutcome.EXECUTED, "mode": ActionMode.ENFORCE}
     )
-    request = EvictPod(id="r-1", kind=ActionKind.RECLAIM, reason="x", namespace="ml", name="a")
-    batches = [
-        {TP("actions", 0): [Record(0, 0, to_json(proposed)), Record(1, 0, to_json(request))]},
-        {TP("actions", 0): [Record(2, 0, to_json(executed)), Record(3, 0, b'{"id": 1}')]},
-    ]
+    return proposed, executed
+
+
+async def _sunk(make_sink: SinkMaker, batches: list[dict[TP, list[Record]]]) -> TopicSink:
+    """The batches of the actions topic through a sink into the store."""
     stop = asyncio.Event()
     sink = make_sink()
     await sink.start()
@@ -112,9 +147,4 @@ async def test_action_records_become_rows_and_requests_are_left_to_the_actuator(
     )
     await out.run(stop)
     await sink.flush()
-    assert (out.counts["actions"], out.counts["action_requests"]) == (2, 1)
-    assert out.counts["unreadable"] == 1
-    rows = store.query("SELECT id, outcome, mode FROM actions FINAL").rows
-    assert [tuple(r) for r in rows] == [("r-1", "executed", "enforce")]  # the outcome replaces
-    (dead,) = store.query("SELECT reason FROM dead_letter").rows
-    assert "unreadable action" in str(dead[0])
+    return out
