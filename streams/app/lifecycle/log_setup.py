@@ -18,6 +18,8 @@ __all__ = ["REPEAT_WINDOW_S", "RepeatFilter", "configure_logging"]
 REPEAT_WINDOW_S = 10.0
 """How long a line is not written again: long enough to turn a retry loop into one line per
 window, short enough that an outage's start and end stay visible."""
+MAX_LINES = 10_000
+"""Distinct lines remembered before the old ones are forgotten."""
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -38,8 +40,10 @@ class RepeatFilter(logging.Filter):
         if seen is not None and now - seen[0] < self.window_s:
             self._last[key] = (seen[0], seen[1] + 1)
             return False
-        if len(self._last) > 10_000:  # many different lines: forget the old ones
+        if len(self._last) > MAX_LINES:  # many different lines: forget the old ones
             self._last = {k: v for k, v in self._last.items() if now - v[0] < self.window_s}
+            if len(self._last) > MAX_LINES:  # all recent: start again rather than sift each time
+                self._last.clear()
         self._last[key] = (now, 0)
         if seen is not None and seen[1]:
             record.msg, record.args = f"{text} ({seen[1]} more like it before)", None

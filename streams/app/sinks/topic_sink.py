@@ -145,9 +145,7 @@ class TopicSink:
             if key in self._recent:
                 self.counts["repeats"] += 1
                 return "signals", None
-            self._recent[key] = None
-            if len(self._recent) > RECENT_KEYS:
-                self._recent.popitem(last=False)
+            _remember(self._recent, key)
             self.counts["signals"] += 1
             return "signals", signal_row(self.run_id, sig)
         if topic == self.actions_topic:
@@ -192,12 +190,17 @@ class TopicSink:
                 self.counts["stale_proposals"] += 1
                 return "actions", None
         else:
-            self._settled[action.id] = None
-            self._settled.move_to_end(action.id)
-            if len(self._settled) > RECENT_KEYS:
-                self._settled.popitem(last=False)
+            _remember(self._settled, action.id)
         self.counts["actions"] += 1
         return "actions", action_row(self.run_id, action)
+
+
+def _remember(keys: OrderedDict[Any, None], key: Any) -> None:
+    """``key`` as the newest of ``keys``, the oldest forgotten past ``RECENT_KEYS``."""
+    keys[key] = None
+    keys.move_to_end(key)
+    if len(keys) > RECENT_KEYS:
+        keys.popitem(last=False)
 
 
 def _dead_letter(
