@@ -36,6 +36,7 @@ from tests.distributed.worker_helpers import (
     KAFKA_SH,
     broker_of_own,
     collect,
+    held_mid_stream,
     kafka_env,
     last_event_time,
     publish,
@@ -73,6 +74,26 @@ def _publish_cmd(prefix: str, nodes: int) -> list[str]:
         "--prefix",
         prefix,
     ]
+
+
+MID_STREAM = {"after_records": 1300, "signals": 3}
+"""Where a test acts on a stream in flight: past the publisher's second progress report (one
+every 500 events, 49 records each), which lets a worker release about 1,000 events' instants
+(10 signals in the reference), with some 900 of the 100 nodes' 2,224 events still to send."""
+
+
+def _paced_publisher(
+    bootstrap: str, prefix: str, nodes: int, run_dir: Path
+) -> subprocess.Popen[bytes]:
+    """A publisher at 50 events/s, its log in a file (a pipe nobody reads while it waits out
+    an outage fills, and blocks it)."""
+    with (run_dir / "publish.log").open("wb") as log:
+        return subprocess.Popen(
+            [*_publish_cmd(prefix, nodes), "--rate", "50"],
+            env=kafka_env(bootstrap),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
 
 
 def _publish(bootstrap: str, prefix: str, nodes: int) -> None:
@@ -265,21 +286,11 @@ def test_two_workers_split_the_partitions_and_a_rebalance_loses_nothing(
             assert time.monotonic() < deadline, (got_a, got_b)
             time.sleep(0.5)
         assert got_a[-1] | got_b[-1] == set(range(topics.PODS.partitions))
-        publisher = subprocess.Popen(
-            # 2,224 events at 50/s: 45 s of stream, so the first signals come mid-stream even
-            # on a busy 2-core machine (at 150/s it could end before they came)
-            [*_publish_cmd(topic_prefix, nodes), "--rate", "50"],
-            env=kafka_env(kafka_bootstrap),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        seen = asyncio.run(
-            collect(kafka_bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
-        )
-        assert len(seen) >= 3 and publisher.poll() is None  # mid-stream
-        b.send_signal(signal.SIGTERM)  # mid-stream: B leaves, A takes its partitions over
+        publisher = _paced_publisher(kafka_bootstrap, topic_prefix, nodes, tmp_path)
+        with held_mid_stream(publisher, kafka_bootstrap, topic_prefix, **MID_STREAM):
+            b.send_signal(signal.SIGTERM)  # mid-stream: B leaves, A takes its partitions over
         b.wait(60)
-        assert publisher.wait(300) == 0
+        assert publisher.wait(300) == 0, (tmp_path / "publish.log").read_text()[-3000:]
         raw = _signals_until(kafka_bootstrap, topic_prefix, expected)
         state = asyncio.run(_table_state(kafka_bootstrap, f"{topic_prefix}app-cluster-changelog"))
         assert _assigned(tmp_path / "a.log", pods)[-1] == set(range(topics.PODS.partitions))
@@ -305,21 +316,13 @@ def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
     nodes = 100
     expected, final = _expected(nodes)
     worker = start_worker(bootstrap, topic_prefix, tmp_path / "worker.log")
-    publisher = subprocess.Popen(
-        [*_publish_cmd(topic_prefix, nodes), "--rate", "50"],  # 45 s: mid-stream, as above
-        env=kafka_env(bootstrap),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    publisher = _paced_publisher(bootstrap, topic_prefix, nodes, tmp_path)
     try:
-        seen = asyncio.run(
-            collect(bootstrap, topics.SIGNALS.full_name(topic_prefix), until=3, timeout_s=120)
-        )
-        assert len(seen) >= 3 and publisher.poll() is None  # mid-stream, both sides busy
-        stop = subprocess.run(
-            ["bash", str(KAFKA_SH), "stop", "--keep-data"], env=broker_env, timeout=120
-        )
-        assert stop.returncode == 0
+        with held_mid_stream(publisher, bootstrap, topic_prefix, **MID_STREAM):
+            stop = subprocess.run(  # the publisher goes on into the outage
+                ["bash", str(KAFKA_SH), "stop", "--keep-data"], env=broker_env, timeout=120
+            )
+            assert stop.returncode == 0
         time.sleep(30)
         start = subprocess.run(
             ["bash", str(KAFKA_SH), "start"],
@@ -330,8 +333,7 @@ def test_workers_and_publisher_ride_out_a_30_second_broker_outage(
         )
         assert start.returncode == 0, start.stderr
         assert start.stdout.strip().splitlines()[-1] == bootstrap  # same address, same data
-        _, err = publisher.communicate(timeout=300)
-        assert publisher.returncode == 0, err.decode()[-3000:]
+        assert publisher.wait(300) == 0, (tmp_path / "publish.log").read_text()[-3000:]
         raw = _signals_until(bootstrap, topic_prefix, expected)
         state = asyncio.run(_table_state(bootstrap, f"{topic_prefix}app-cluster-changelog"))
         assert worker.poll() is None

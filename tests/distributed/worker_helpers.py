@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -189,7 +190,7 @@ def wait_caught_up(
     deadline = time.monotonic() + timeout_s
     before: dict[str, int] | None = None
     while True:
-        got: tuple[int, dict[str, int]] | None = asyncio.run(
+        got: tuple[int, dict[str, int]] = asyncio.run(
             group_lag(bootstrap, group, topic_names)
         )
         if got[0] == 0:
@@ -200,6 +201,59 @@ def wait_caught_up(
             before = None
         assert time.monotonic() < deadline, f"group {group} still behind: {got}"
         time.sleep(2.0)
+
+
+async def input_records(bootstrap: str, prefix: str) -> int:
+    """Records on the input topics (events and progress reports): how far a publisher got."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tps = [
+            TopicPartition(t.full_name(prefix), p)
+            for t in topics.INPUT_BY_KIND.values()
+            for p in range(t.partitions)
+        ]
+        return sum((await consumer.end_offsets(tps)).values())
+    finally:
+        await consumer.stop()
+
+
+@contextmanager
+def held_mid_stream(
+    publisher: subprocess.Popen[bytes],
+    bootstrap: str,
+    prefix: str,
+    *,
+    after_records: int,
+    signals: int,
+    timeout_s: float = 300,
+) -> Iterator[list[bytes]]:
+    """Freeze ``publisher`` (SIGSTOP) once the input topics hold ``after_records``, until the
+    workers have sent ``signals`` signals; yield them, and let it go on (SIGCONT) on leaving.
+
+    What the caller does inside then happens mid-stream on either side whatever the machine's
+    load: a publisher paced by the clock alone (2,224 events at 50/s) once ended before a worker
+    on a machine at load 14-18 had sent its third signal. The publisher's progress reports go by
+    record count, so a frozen publisher leaves the workers able to release what it sent."""
+    deadline = time.monotonic() + timeout_s
+    while asyncio.run(input_records(bootstrap, prefix)) < after_records:
+        assert publisher.poll() is None, "the publisher ended before it was held"
+        assert time.monotonic() < deadline, f"fewer than {after_records} input records"
+        time.sleep(0.1)
+    publisher.send_signal(signal.SIGSTOP)
+    try:
+        seen = asyncio.run(
+            collect(
+                bootstrap,
+                topics.SIGNALS.full_name(prefix),
+                until=signals,
+                timeout_s=max(deadline - time.monotonic(), 1.0),
+            )
+        )
+        assert len(seen) >= signals, f"{len(seen)} signals from {after_records} input records"
+        yield seen
+    finally:
+        publisher.send_signal(signal.SIGCONT)
 
 
 def last_event_time(dsn: str) -> datetime:
