@@ -190,9 +190,7 @@ def wait_caught_up(
     deadline = time.monotonic() + timeout_s
     before: dict[str, int] | None = None
     while True:
-        got: tuple[int, dict[str, int]] = asyncio.run(
-            group_lag(bootstrap, group, topic_names)
-        )
+        got: tuple[int, dict[str, int]] = asyncio.run(group_lag(bootstrap, group, topic_names))
         if got[0] == 0:
             if got[1] == before:
                 return
