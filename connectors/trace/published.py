@@ -23,7 +23,14 @@ METRIC_FILES = {
     "frag_amount_pct": "_frag_discrete",
 }
 # The simulator's policy labels for gpufrag's policy names.
-POLICY_LABELS = {"random": "01-Random", "best-fit": "05-BestFit", "fgd": "06-FGD"}
+POLICY_LABELS = {
+    "random": "01-Random",
+    "dot-product": "02-DotProd",
+    "gpu-clustering": "03-GpuClustering",
+    "gpu-packing": "04-GpuPacking",
+    "best-fit": "05-BestFit",
+    "fgd": "06-FGD",
+}
 
 
 class PublishedResultsError(ValueError):

@@ -12,12 +12,20 @@ import numpy as np
 import numpy.typing as npt
 
 from streams.fragmentation.measure import FragMeasure, LegacyState, node_state
-from streams.fragmentation.shapes import MILLI_PER_GPU
+from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
 from streams.placement.spec import NodeSpec, PodSpec
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+
+
+def gpu_tag(shape: PodShape) -> int | None:
+    """The simulator's GPU affinity of a pod, as a column of ``SimCluster.tag_pods``: 0 for a
+    share of one card, k for k whole cards, None for a pod without GPUs."""
+    if shape.gpu_count == 0 or shape.gpu_milli == 0:
+        return None
+    return 0 if shape.gpu_milli < MILLI_PER_GPU else shape.gpu_count
 
 
 class PlacementError(ValueError):
@@ -58,6 +66,8 @@ class SimCluster:
         cards with room for m exactly when column k-1 is at least m, one compare per node
         instead of a row sum over all cards in ``feasible``."""
         self.models: list[str | None] = [s.gpu_model for s in nodes]
+        self.tag_pods: IntArray = np.zeros((n, width + 1), dtype=np.int64)
+        """Pods bound per node by GPU tag (``gpu_tag``): what GPU-clustering scores by."""
         self.tie_rank: IntArray = (
             np.arange(n, dtype=np.int64) if tie_rank is None else np.asarray(tie_rank, np.int64)
         )
@@ -137,6 +147,8 @@ class SimCluster:
         for g in gpu_ids:
             self.gpu_free[i, g] -= shape.gpu_milli
         self.allocated_milli += shape.gpu_milli * len(gpu_ids)
+        if (tag := gpu_tag(shape)) is not None:
+            self.tag_pods[i, tag] += 1
         self._refresh(i)
 
     def unbind(self, i: int, pod: PodSpec, gpu_ids: Sequence[int]) -> None:
@@ -153,6 +165,8 @@ class SimCluster:
         for g in gpu_ids:
             self.gpu_free[i, g] += shape.gpu_milli
         self.allocated_milli -= shape.gpu_milli * len(gpu_ids)
+        if (tag := gpu_tag(shape)) is not None:
+            self.tag_pods[i, tag] -= 1
         self._refresh(i)
 
     def _check_gpu_ids(self, i: int, count: int, gpu_ids: Sequence[int]) -> None:

@@ -1,4 +1,6 @@
-"""Placement policies: given the nodes that pass the filters, pick one node and its GPUs.
+"""Placement policies: given the nodes that pass the filters, pick one node and its GPUs; the
+registry of all six (the three packing heuristics the paper compares with are in
+``heuristics``).
 
 Each policy follows the FGD paper's simulator where the published numbers depend on a detail:
 integer node scores, ties broken by a fixed per-seed node order (``SimCluster.tie_rank``), and
@@ -10,45 +12,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from streams.fragmentation.measure import LegacyState, node_state
-from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
+from streams.fragmentation.shapes import PodShape
+from streams.placement.choice import (
+    MAX_NODE_SCORE,
+    Choice,
+    PlacementPolicy,
+    break_tie,
+    exclusive_gpus,
+    tightest_gpus,
+)
 from streams.placement.cluster_arrays import IntArray, SimCluster
+from streams.placement.heuristics import DotProductPolicy, GpuClusteringPolicy, GpuPackingPolicy
 from streams.placement.spec import PodSpec
 
-MAX_NODE_SCORE = 100
 BEST_FIT_MAX_CPU_MILLI = 128_000  # normalising spec of the reference best-fit score
 BEST_FIT_MAX_GPU_MILLI = 8_000
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    node: int
-    gpu_ids: tuple[int, ...]
-
-
-class PlacementPolicy(Protocol):
-    """One extension point: choose among feasible nodes (``candidates`` is never empty)."""
-
-    name: str
-
-    def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice: ...
-
-
-def exclusive_gpus(free: IntArray, count: int) -> tuple[int, ...]:
-    """Whole cards go to the lowest-indexed fully free GPUs, as the device plugin hands them out."""
-    ids = tuple(int(g) for g in np.flatnonzero(free == MILLI_PER_GPU)[:count])
-    if len(ids) != count:
-        raise ValueError(f"node has {len(ids)} free GPUs, {count} needed")
-    return ids
-
-
-def _break_tie(cluster: SimCluster, nodes: IntArray) -> int:
-    return int(nodes[int(np.argmin(cluster.tie_rank[nodes]))])
 
 
 class RandomPolicy:
@@ -91,13 +73,8 @@ class BestFitPolicy:
 
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         scores = self.scores(pod, candidates)
-        node = _break_tie(self.cluster, candidates[scores == scores.max()])
-        free = self.cluster.gpus_of(node)
-        shape = pod.shape
-        if shape.is_shared_gpu:
-            room = np.where(free >= shape.gpu_milli, free, MILLI_PER_GPU + 1)
-            return Choice(node, (int(np.argmin(room)),))
-        return Choice(node, exclusive_gpus(free, shape.gpu_count))
+        node = break_tie(self.cluster, candidates[scores == scores.max()])
+        return Choice(node, tightest_gpus(self.cluster.gpus_of(node), pod.shape))
 
 
 def _sigmoid_score(frag_drop_milli: float) -> int:
@@ -178,7 +155,7 @@ class FgdPolicy:
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         c = self.cluster
         scores = self.node_scores(pod.shape, candidates)
-        node = _break_tie(c, candidates[scores == scores.max()])
+        node = break_tie(c, candidates[scores == scores.max()])
         shape = pod.shape
         free = c.gpus_of(node)
         if not shape.is_shared_gpu:
@@ -200,9 +177,13 @@ class FgdPolicy:
 
 POLICIES: dict[str, Callable[[SimCluster], PlacementPolicy]] = {
     RandomPolicy.name: RandomPolicy,
+    DotProductPolicy.name: DotProductPolicy,
+    GpuClusteringPolicy.name: GpuClusteringPolicy,
+    GpuPackingPolicy.name: GpuPackingPolicy,
     BestFitPolicy.name: BestFitPolicy,
     FgdPolicy.name: FgdPolicy,
 }
+"""The FGD paper's six, in its order (its result tables label them 01-Random .. 06-FGD)."""
 
 
 def make_policy(name: str, cluster: SimCluster) -> PlacementPolicy:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streams.placement.choice import Choice, PlacementPolicy
 from streams.placement.cluster_arrays import SimCluster
-from streams.placement.policies import Choice, PlacementPolicy
 from streams.placement.spec import PodSpec
 
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"

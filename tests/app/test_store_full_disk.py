@@ -1,6 +1,7 @@
 """A replay onto a disk that fills up midway, on a real full disk (a small tmpfs; the tests run
 as root, as CI does): one line that says the disk holding the store is full and where, the
-unwritten rows spooled (as many as fit when the spool is on that same disk), the run marked
+unwritten rows spooled (as many as fit above the store's floor when the spool is on that same
+disk: none, unless a merge that ends frees some), the run marked
 failed, and a re-run after space is freed stores the whole run with no duplicate row.
 
 The 300-node replay stores 6,585 events and takes 5.3 MiB; on a 6 MiB disk with 2 MiB kept
@@ -92,11 +93,18 @@ def test_a_full_disk_stops_the_replay_and_a_rerun_completes_it(
     assert json.loads(out.stdout)["status"] == "failed"
     files, bad = read_spool(spool)
     kept = sum(len(f.rows) for f in files)
-    assert not bad and kept > 0, line
+    assert not bad, line
     if spool_elsewhere:
-        assert f"{kept} unwritten rows spooled to {spool}" in line and "not kept" not in line
-    else:
+        assert kept > 0 and f"{kept} unwritten rows spooled to {spool}" in line, line
+        assert "not kept" not in line
+    elif kept:
         assert f"the spool at {spool} is on the store's full disk: {kept} of " in line, line
+    else:
+        # ClickHouse refuses the insert once the disk is under the store's floor, so the spool
+        # finds room above it only when a merge running then ends and frees the parts it
+        # replaced (most runs); when none did (1.9 MiB free against 2 kept, a CI run), it
+        # leaves the floor alone, keeps nothing and says so
+        assert f"the spool at {spool} is on the store's full disk: none of " in line, line
     with store_at(dsn) as st:
         assert st.query("SELECT status FROM runs FINAL").rows == [("failed",)]
         assert 0 < count(st, "events") < reference["events"]

@@ -11,7 +11,7 @@ from streams.fragmentation.shapes import PodShape, TypicalPods
 from streams.placement.spec import NodeSpec, PodSpec
 
 MILLI = 1000
-POLICIES = ("random", "best-fit", "fgd")
+POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
 MODELS = ("T4", "V100M16", "G2")
 MODEL_CONSTRAINTS = ("", "", "", "T4", "G2", "V100M16", "T4|G2", "V100M16|G2", "P100")
 

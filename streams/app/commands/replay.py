@@ -24,7 +24,13 @@ from models import SCHEMA_VERSION, GpufragSettings, TraceSettings
 from models.bounds import TIME_MAX
 from models.refusal import Refusal
 from streams.app.console.errors import user_errors
-from streams.app.console.options import JsonOption, NodesOption, PodsOption, StoreOption
+from streams.app.console.options import (
+    POLICY_NAMES,
+    JsonOption,
+    NodesOption,
+    PodsOption,
+    StoreOption,
+)
 from streams.app.lifecycle.run_record import RunRecord, RunSpec, status_of
 from streams.app.lifecycle.runs import StoreInterrupts
 from streams.app.lifecycle.session import Session
@@ -107,7 +113,7 @@ def replay(
             "capacity); timeline: the trace's own creation/deletion times."
         ),
     ] = TraceMode.FGD,
-    policy: Annotated[str, typer.Option(help="Placement policy: random, best-fit, fgd.")] = "fgd",
+    policy: Annotated[str, typer.Option(help=f"Placement policy: {POLICY_NAMES}.")] = "fgd",
     seed: Annotated[
         int, typer.Option(min=0, max=SEED_MAX, help="Seed of the shuffle, padding and ties.")
     ] = 42,

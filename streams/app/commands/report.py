@@ -15,6 +15,7 @@ from connectors.clickhouse.store import Store
 from models.bounds import TIME_MAX, TIME_MIN
 from streams.app.commands.sql import read_run
 from streams.app.console.errors import user_errors
+from streams.app.console.options import POLICY_NAMES
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.named_queries import QueryError
 from streams.app.queries.recorded import Window, read_recorded
@@ -208,7 +209,7 @@ def report(
         str | None,
         typer.Option(
             help="Add a what-if section: the run's pods placed again under this policy "
-            "(random, best-fit, fgd), as `gpufrag whatif` does."
+            f"({POLICY_NAMES}), as `gpufrag whatif` does."
         ),
     ] = None,
     x: Annotated[

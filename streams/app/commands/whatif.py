@@ -14,7 +14,7 @@ from rich.table import Table
 from models.bounds import TIME_MAX, TIME_MIN
 from streams.app.commands.sql import read_run
 from streams.app.console.errors import user_errors
-from streams.app.console.options import JsonOption, StoreOption
+from streams.app.console.options import POLICY_NAMES, JsonOption, StoreOption
 from streams.app.lifecycle.history import open_history_to_read, store_settings
 from streams.app.queries.named_queries import QueryError
 from streams.app.queries.recorded import Recorded, Window, read_recorded
@@ -25,7 +25,7 @@ NAMES_SHOWN = 20
 
 
 def whatif(
-    policy: Annotated[str, typer.Option(help="Placement policy: random, best-fit, fgd.")],
+    policy: Annotated[str, typer.Option(help=f"Placement policy: {POLICY_NAMES}.")],
     run: Annotated[
         str | None, typer.Option(help="Run id; default: the latest finished run.")
     ] = None,

@@ -17,6 +17,9 @@ NodesOption = Annotated[
     Path | None,
     typer.Option("--nodes", help="Node list CSV; default: the bundled 1,213-node GPU list."),
 ]
+POLICY_NAMES = "random, dot-product, gpu-clustering, gpu-packing, best-fit, fgd"
+"""The placement policies' names for help texts, spelled out so that `--help` imports no
+placement code (a test holds it equal to ``streams.placement.policies.POLICIES``)."""
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 BootstrapOption = Annotated[
     str | None, typer.Option(help="Kafka bootstrap servers; default GPUFRAG_KAFKA__BOOTSTRAP.")
