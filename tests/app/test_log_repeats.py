@@ -49,3 +49,25 @@ def test_repeats_within_the_window_are_held_back_and_counted(
         "test.repeats ERROR Unable to update metadata from [2]",
         "test.repeats ERROR Unable to update metadata from [1] (2999 more like it before)",
     ]
+
+
+def test_configure_logging_filters_only_the_handler_it_sets_up() -> None:
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    for h in saved:
+        root.removeHandler(h)
+    foreign = _Kept()
+    try:
+        log_setup.configure_logging("warning")  # no handler yet: it sets one up
+        (own,) = root.handlers
+        assert any(isinstance(f, RepeatFilter) for f in own.filters)
+        root.removeHandler(own)
+        root.addHandler(foreign)
+        log_setup.configure_logging("warning")  # a host's handler: left as it is
+        assert root.handlers == [foreign] and foreign.filters == []
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in saved:
+            root.addHandler(h)
+        root.setLevel(level)

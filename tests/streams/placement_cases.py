@@ -1,14 +1,34 @@
-"""Random small clusters and schedule/release sequences for the placement property tests (the
-bound-pod property and the same-choices property share them)."""
+"""Small clusters for the placement tests: the hand-worked ones' shapes and builders, and random
+clusters with schedule/release sequences for the property tests (the bound-pod property and the
+same-choices property share them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from hypothesis import strategies as st
 
-from streams.fragmentation.shapes import PodShape, TypicalPods
+from streams.fragmentation.measure import FragMeasure
+from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
+from streams.placement.cluster_arrays import SimCluster
 from streams.placement.spec import NodeSpec, PodSpec
+
+HALF = PodShape(cpu_milli=1000, gpu_milli=500, gpu_count=1)
+WHOLE = PodShape(cpu_milli=1000, gpu_milli=1000, gpu_count=1)
+TYPICAL = TypicalPods(
+    pods=(TypicalPod(HALF, 0.5), TypicalPod(WHOLE, 0.5)), coverage=1.0, observed_pods=2
+)
+
+
+def cluster(*nodes: NodeSpec, tie_rank: list[int] | None = None) -> SimCluster:
+    rank = None if tie_rank is None else np.array(tie_rank, dtype=np.int64)
+    return SimCluster(list(nodes), measure=FragMeasure(TYPICAL), tie_rank=rank)
+
+
+def pod(name: str, shape: PodShape, memory_mib: int = 1024) -> PodSpec:
+    return PodSpec(name=name, shape=shape, memory_mib=memory_mib)
+
 
 MILLI = 1000
 POLICIES = ("random", "dot-product", "gpu-clustering", "gpu-packing", "best-fit", "fgd")

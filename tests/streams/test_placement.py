@@ -5,28 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streams.fragmentation.measure import FragMeasure
-from streams.fragmentation.shapes import PodShape, TypicalPod, TypicalPods
-from streams.placement.cluster_arrays import PlacementError, SimCluster
+from streams.fragmentation.shapes import PodShape
+from streams.placement.cluster_arrays import PlacementError
 from streams.placement.experiment import arrival_sequence, level_means
 from streams.placement.policies import make_policy
 from streams.placement.sim_scheduler import Placement, SimScheduler, Unschedulable
-from streams.placement.spec import NodeSpec, PodSpec
-
-HALF = PodShape(cpu_milli=1000, gpu_milli=500, gpu_count=1)
-WHOLE = PodShape(cpu_milli=1000, gpu_milli=1000, gpu_count=1)
-TYPICAL = TypicalPods(
-    pods=(TypicalPod(HALF, 0.5), TypicalPod(WHOLE, 0.5)), coverage=1.0, observed_pods=2
-)
-
-
-def cluster(*nodes: NodeSpec, tie_rank: list[int] | None = None) -> SimCluster:
-    rank = None if tie_rank is None else np.array(tie_rank, dtype=np.int64)
-    return SimCluster(list(nodes), measure=FragMeasure(TYPICAL), tie_rank=rank)
-
-
-def pod(name: str, shape: PodShape, memory_mib: int = 1024) -> PodSpec:
-    return PodSpec(name=name, shape=shape, memory_mib=memory_mib)
+from streams.placement.spec import NodeSpec
+from tests.streams.placement_cases import HALF, WHOLE, cluster, pod
 
 
 def test_fgd_packs_shared_pods_onto_a_started_card() -> None:

@@ -13,7 +13,7 @@ from streams.placement.heuristics import DotProductPolicy, GpuClusteringPolicy, 
 from streams.placement.policies import POLICIES, make_policy
 from streams.placement.sim_scheduler import Placement, SimScheduler
 from streams.placement.spec import NodeSpec
-from tests.streams.test_placement import HALF, WHOLE, cluster, pod
+from tests.streams.placement_cases import HALF, WHOLE, cluster, pod
 
 CPU_ONLY = PodShape(cpu_milli=1000, gpu_milli=0, gpu_count=0)
 TWO_WHOLE = PodShape(cpu_milli=1000, gpu_milli=1000, gpu_count=2)

@@ -52,8 +52,13 @@ class RepeatFilter(logging.Filter):
 
 def configure_logging(level: str) -> None:
     """The root logger at ``level`` (a name such as "info"), its lines timed, repeats held
-    back (``RepeatFilter``)."""
+    back (``RepeatFilter``) on the handler this sets up. A root logger that has handlers
+    already (a host's, pytest's) keeps them as they are: filtering pytest's capture handler,
+    which lives for the whole session, hid a later test's repeated warnings from it (a CI run
+    after a command ran in-process)."""
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=level.upper(), format=FORMAT)
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RepeatFilter) for f in handler.filters):
+    for handler in root.handlers:
+        if handler not in before:
             handler.addFilter(RepeatFilter())
