@@ -49,11 +49,8 @@ def tightest_gpus(free: IntArray, shape: PodShape) -> tuple[int, ...]:
     return exclusive_gpus(free, shape.gpu_count)
 
 
-def break_tie(cluster: SimCluster, nodes: IntArray) -> int:
-    """The simulator breaks equal scores by node name, names it prefixed with a per-seed
-    permutation: the lowest ``tie_rank`` here."""
-    return int(nodes[int(np.argmin(cluster.tie_rank[nodes]))])
-
-
 def best_scored(cluster: SimCluster, candidates: IntArray, scores: IntArray) -> int:
-    return break_tie(cluster, candidates[scores == scores.max()])
+    """The best-scored candidate. The simulator breaks equal scores by node name, names it
+    prefixed with a per-seed permutation: the lowest ``tie_rank`` here."""
+    best = candidates[scores == scores.max()]
+    return int(best[int(np.argmin(cluster.tie_rank[best]))])

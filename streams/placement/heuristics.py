@@ -10,6 +10,8 @@ because the published curves depend on which nodes tie.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from streams.fragmentation.shapes import MILLI_PER_GPU
@@ -23,7 +25,7 @@ SPEC_GPU_MILLI = 8 * MILLI_PER_GPU
 """Its ``MaxSpecGpu``: eight cards, whatever the node has."""
 
 
-class _Scored:
+class _Scored(ABC):
     """A policy that scores every candidate and takes the best, cards by the default choice."""
 
     name = ""
@@ -31,8 +33,8 @@ class _Scored:
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
 
-    def scores(self, pod: PodSpec, candidates: IntArray) -> IntArray:
-        raise NotImplementedError
+    @abstractmethod
+    def scores(self, pod: PodSpec, candidates: IntArray) -> IntArray: ...
 
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         node = best_scored(self.cluster, candidates, self.scores(pod, candidates))

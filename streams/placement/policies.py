@@ -21,7 +21,7 @@ from streams.placement.choice import (
     MAX_NODE_SCORE,
     Choice,
     PlacementPolicy,
-    break_tie,
+    best_scored,
     exclusive_gpus,
     tightest_gpus,
 )
@@ -73,7 +73,7 @@ class BestFitPolicy:
 
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         scores = self.scores(pod, candidates)
-        node = break_tie(self.cluster, candidates[scores == scores.max()])
+        node = best_scored(self.cluster, candidates, scores)
         return Choice(node, tightest_gpus(self.cluster.gpus_of(node), pod.shape))
 
 
@@ -155,7 +155,7 @@ class FgdPolicy:
     def choose(self, pod: PodSpec, candidates: IntArray, rng: np.random.Generator) -> Choice:
         c = self.cluster
         scores = self.node_scores(pod.shape, candidates)
-        node = break_tie(c, candidates[scores == scores.max()])
+        node = best_scored(c, candidates, scores)
         shape = pod.shape
         free = c.gpus_of(node)
         if not shape.is_shared_gpu:
