@@ -30,6 +30,7 @@ from models.action_settings import (
     PlannerSettings,
 )
 from models.bounds import TIME_MAX, TIME_MIN
+from models.extender_settings import ExtenderSettings
 from models.kafka_settings import KafkaSettings, SaslMechanism, SecurityProtocol
 from models.settings_env import PREFIX, unknown_names
 from models.settings_group import Group as _Group
@@ -460,6 +461,7 @@ class GpufragSettings(BaseSettings):
     actuator: ActuatorSettings = ActuatorSettings()
     planners: PlannerSettings = PlannerSettings()
     alerts: AlertSettings = AlertSettings()
+    extender: ExtenderSettings = ExtenderSettings()
     plugins: tuple[PluginModule, ...] = ()
     """Python modules imported before anything is built, each registering components
     (detectors, planners, alert sinks, live sources, outputs) with one ``register`` line:

@@ -15,6 +15,8 @@
 #                                                job,resourcequota), built first if not cached;
 #                                                restarted if it runs with another LIST
 #   deploy/local/apiserver.sh build-controllers  only build (or find cached) kube-controller-manager
+#   deploy/local/apiserver.sh build-scheduler    only build (or find cached) kube-scheduler (started
+#                                                by deploy/local/scheduler.sh)
 #
 # GPUFRAG_APISERVER_CONTROLLERS=job,resourcequota makes `start` start kube-controller-manager too.
 # It runs those controllers (--controllers), --leader-elect=false, with a kubeconfig naming the
@@ -67,7 +69,7 @@ build() {
   local version hash out
   command -v go >/dev/null || die "Go is needed to build $name (none found on PATH)"
   case $name in
-    kube-apiserver|kube-controller-manager) version=$(required_version "$dir" k8s.io/kubernetes) ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler) version=$(required_version "$dir" k8s.io/kubernetes) ;;
     etcd) version=$(required_version "$dir" go.etcd.io/etcd/server/v3) ;;
   esac
   hash=$( { cat "$dir/go.mod" "$dir/go.sum" "$dir/main.go"; go version; echo "$*"; } \
@@ -99,6 +101,10 @@ version_flags() {
 build_all() {
   APISERVER_BIN=$(build "$HERE/apiserver" kube-apiserver "$(version_flags "$HERE/apiserver")")
   ETCD_BIN=$(build "$HERE/etcd" etcd)
+}
+
+build_scheduler() {
+  SCHEDULER_BIN=$(build "$HERE/scheduler" kube-scheduler "$(version_flags "$HERE/scheduler")")
 }
 
 build_controllers() {
@@ -265,6 +271,7 @@ stop_one() {
 
 stop() {
   local keep=${1:-}
+  stop_one scheduler                     # deploy/local/scheduler.sh's, if it runs against this server
   stop_one controller-manager
   rm -f "$RUN/controllers"
   stop_one apiserver
@@ -280,6 +287,7 @@ case "${1:-}" in
   build) build_all; echo "$APISERVER_BIN"; echo "$ETCD_BIN" ;;
   controllers) controllers "${2:-}" ;;
   build-controllers) build_controllers; echo "$CONTROLLERS_BIN" ;;
+  build-scheduler) build_scheduler; echo "$SCHEDULER_BIN" ;;
   *) echo "usage: $0 start | stop [--keep-data] | status | build | controllers [LIST]" \
-       "| build-controllers" >&2; exit 2 ;;
+       "| build-controllers | build-scheduler" >&2; exit 2 ;;
 esac

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "alert": ("alert", "Send the workers' signals to the configured alert sinks."),
     "actuate": ("actuate", "Carry out the workers' action requests; publish outcomes."),
     "watch": ("watch", "Run the live sources and send their events to the bus."),
+    "extender": ("extender", "Serve kube-scheduler's extender: fit and FGD scores by card."),
     "frag": ("frag", "Fragmentation of the empty cluster for a pod list."),
     "experiment": ("experiment", "Run the FGD paper's placement protocol on a trace."),
     "bench": ("bench", "Time the pipeline beside same-run baselines; print ratios."),

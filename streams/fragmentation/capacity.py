@@ -147,6 +147,9 @@ class CapacityIndex:
         explanations' per-class masks, ``request_class``) is kept for one version."""
         self.names_version = 0
         """Moves when a node comes or goes (its row's name changes)."""
+        self.row_version: IntArray = np.zeros(0, dtype=np.int64)
+        """``version`` when each row last changed: what is derived from one row (the
+        extender's per-node scores) is kept while it stays."""
         self.width = 1
         self.active: BoolArray = np.zeros(0, dtype=bool)
         self.cpu_free: IntArray = np.zeros(0, dtype=np.int64)
@@ -217,6 +220,7 @@ class CapacityIndex:
         new_w = max(width, self.width)
 
         self.active = _extend(self.active, new_n, False)
+        self.row_version = _extend(self.row_version, new_n, -1)
         self.cpu_free = _extend(self.cpu_free, new_n, 0)
         self.mem_free = _extend(self.mem_free, new_n, 0)
         self.cpu_alloc = _extend(self.cpu_alloc, new_n, 0)
@@ -268,6 +272,7 @@ class CapacityIndex:
             self._forget_totals(i)
         self._blocked.clear()
         self.version += 1
+        self.row_version[i] = self.version
         self.active[i] = True
         self.cpu_free[i] = profile.cpu_milli_free
         self.mem_free[i] = profile.memory_mib_free
@@ -340,6 +345,7 @@ class CapacityIndex:
         self._forget_totals(i)
         self._blocked.clear()
         self.version += 1
+        self.row_version[i] = self.version
         self.names_version += 1
         del self.states[i]
         self._keys.pop(i, None)
@@ -373,29 +379,50 @@ class CapacityIndex:
             self._frag_q += _quanta(f)
 
     def state(self, i: int) -> NodeState:
+        return self.state_from(
+            i,
+            cpu=self.cpu_free,
+            gpu=self.gpu_free,
+            replicas=self.replicas_free,
+            cores=self.cores_free,
+            hmem=self.hmem_free,
+            mig=self.mig_free,
+        )
+
+    def state_from(
+        self,
+        i: int,
+        *,
+        cpu: IntArray,
+        gpu: IntArray,
+        replicas: IntArray,
+        cores: IntArray,
+        hmem: IntArray,
+        mig: dict[int, dict[str, int]],
+    ) -> NodeState:
+        """Node ``i``'s state with its free figures read from the arrays given: the index's
+        own, or a what-if copy a request was placed on (the extender's score)."""
         width = int(self.gpu_count[i])
         if self.rule[i] == RULE_MILLI and i not in self.mig_free:
-            return node_state(
-                self.models[i], int(self.cpu_free[i]), self.gpu_free[i, :width].tolist()
-            )
-        units = self.replicas_free if self.rule[i] == RULE_SLICED else self.cores_free
+            return node_state(self.models[i], int(cpu[i]), gpu[i, :width].tolist())
+        units = replicas if self.rule[i] == RULE_SLICED else cores
         cards = zip(
-            self.gpu_free[i, :width].tolist(),
+            gpu[i, :width].tolist(),
             units[i, :width].tolist(),
-            self.hmem_free[i, :width].tolist(),
+            hmem[i, :width].tolist(),
             strict=True,
         )
-        mig = self.mig_free.get(i, {})
+        node_mig = mig.get(i, {})
         each = self.mig_each.get(i, {})
         return (
             "shared",
             self.models[i],
-            int(self.cpu_free[i]),
+            int(cpu[i]),
             int(self.rule[i]),
             int(self.fixed[i]),
             int(self.hami_memory[i]),
             tuple(sorted(cards, reverse=True)),
-            tuple(sorted((p, n, each[p]) for p, n in mig.items())),
+            tuple(sorted((p, n, each[p]) for p, n in node_mig.items())),
         )
 
     def _count_totals(self, i: int) -> None:

@@ -13,7 +13,13 @@ import numpy as np
 from models import ResourceRequest, Toleration
 from models.analysis import BlockReason
 from streams.fragmentation.capacity import BoolArray, CapacityIndex, IntArray
-from streams.fragmentation.measure import RULE_FIXED, RULE_HAMI, RULE_MIG_SINGLE, RULE_SLICED
+from streams.fragmentation.measure import (
+    RULE_FIXED,
+    RULE_HAMI,
+    RULE_MIG_SINGLE,
+    RULE_SLICED,
+    NodeState,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,18 @@ class Free:
             index.cores_free,
             index.hmem_free,
             index.mig_free,
+        )
+
+    def state(self, index: CapacityIndex, i: int) -> NodeState:
+        """Node ``i``'s state with these free figures: what its fragment is measured on."""
+        return index.state_from(
+            i,
+            cpu=self.cpu,
+            gpu=self.gpu,
+            replicas=self.replicas,
+            cores=self.cores,
+            hmem=self.hmem,
+            mig=self.mig,
         )
 
     def copy(self) -> Free:
@@ -104,6 +122,26 @@ def need_of(index: CapacityIndex, req: ResourceRequest) -> Need:
         hami_only=hami_only,
         shared_name=req.gpu_shared_resource,
     )
+
+
+def need_at(index: CapacityIndex, req: ResourceRequest, node: int) -> tuple[int, int, int]:
+    """``need_of``'s figures for one node: (milli of one device, HAMi core milli, HAMi memory
+    MiB), without building them for every node."""
+    cores = 0 if req.gpu_cores_pct is None else req.gpu_cores_pct * 10
+    rule = int(index.rule[node])
+    if rule == RULE_HAMI:
+        milli = max(1, cores)
+    elif rule in (RULE_FIXED, RULE_SLICED):
+        milli = int(index.fixed[node])
+    else:
+        milli = req.gpu_milli
+    if req.gpu_memory_mib is not None:
+        memory = req.gpu_memory_mib
+    elif req.gpu_memory_pct is not None:
+        memory = int(index.hami_memory[node]) * req.gpu_memory_pct // 100
+    else:
+        memory = int(index.hami_memory[node])
+    return milli, cores, memory
 
 
 def device_rooms(index: CapacityIndex, free: Free, need: Need) -> tuple[IntArray, IntArray]:

@@ -9,6 +9,7 @@ built from its request class's masks, kept per index state (``request_class``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,46 +184,67 @@ def check_gang(
     )
 
 
-def _take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> None:
-    """Charge one member to the node it was placed on, each device on its tightest card."""
+def _take(
+    index: CapacityIndex,
+    free: Free,
+    node: int,
+    req: ResourceRequest,
+    cards: Sequence[int] | None = None,
+) -> tuple[int, ...]:
+    """Charge one member to the node it was placed on, each device on its tightest card or,
+    with ``cards``, on those (one per device; ValueError if one lacks the room); returns the
+    cards charged."""
+    if cards is not None and len(cards) != req.gpu_count:
+        raise ValueError(f"{len(cards)} cards named for {req.gpu_count} devices")
+    charged: list[int] = []
     free.cpu[node] -= req.cpu_milli
     free.mem[node] -= req.memory_mib
-    need = mk.need_of(index, req)
+    # one node's figures as Python numbers and lists: a node has a few cards, and numpy's
+    # per-call cost on rows that short was most of a what-if (the extender scores 10,000
+    # nodes a call, gpufrag bench --case extender)
+    milli, cores, mib = mk.need_at(index, req, node)
     hami = bool(index.rule[node] == RULE_HAMI)
-    mib = int(need.memory_mib[node])
     sliced = bool(index.rule[node] == RULE_SLICED)
     if node in index.single:  # whole-GPU requests take instances of the node's profile
         profile = index.single[node]
         free.mig[node][profile] -= req.gpu_count
         req = req.model_copy(update={"gpu_count": 0})
-    for _ in range(req.gpu_count):
+    for k in range(req.gpu_count):
         row = free.gpu[node]
+        left = row.tolist()
         if hami:
-            ok = (free.cores[node] >= need.cores_milli) & (free.hmem[node] >= mib)
-        elif sliced:
-            ok = free.replicas[node] > 0  # replicas, not the milli figure: it is rounded
+            core_l, mem_l = free.cores[node].tolist(), free.hmem[node].tolist()
+            fitting = [c for c in range(len(left)) if core_l[c] >= cores and mem_l[c] >= mib]
+        elif sliced:  # replicas, not the milli figure: it is rounded
+            fitting = [c for c, r in enumerate(free.replicas[node].tolist()) if r > 0]
         else:
-            ok = row >= need.milli[node]
-        fitting = np.flatnonzero(ok)
-        card = int(fitting[int(np.argmin(row[fitting]))])
+            fitting = [c for c, g in enumerate(left) if g >= milli]
+        if cards is None:
+            if not fitting:
+                raise ValueError(f"node {index.names[node]} has no card with room")
+            card = min(fitting, key=lambda c: (left[c], c))
+        elif cards[k] in fitting:
+            card = int(cards[k])
+        else:
+            raise ValueError(f"card {cards[k]} of node {index.names[node]} lacks the room")
+        charged.append(card)
         if sliced:
             free.replicas[node, card] -= 1
-            row[card] = (
-                0 if free.replicas[node, card] == 0 else max(0, row[card] - need.milli[node])
-            )
+            row[card] = 0 if free.replicas[node, card] == 0 else max(0, left[card] - milli)
         elif hami:
-            free.cores[node, card] -= need.cores_milli
+            free.cores[node, card] -= cores
             free.hmem[node, card] -= mib
             free.slots[node, card] -= 1
             if free.slots[node, card] == 0:
                 free.cores[node, card] = -1  # no vGPU left on the card
             total = int(index.hami_memory[node])
             share = mib * MILLI_PER_GPU // total if total else 0
-            row[card] = max(0, int(row[card]) - max(need.cores_milli, share))
+            row[card] = max(0, left[card] - max(cores, share))
         else:
-            row[card] -= need.milli[node]
+            row[card] -= milli
     for profile, count in req.mig.items():
         free.mig[node][profile] -= count
+    return tuple(charged)
 
 
 # --- what-if placement (planners) ---------------------------------------------------------------
@@ -247,6 +269,14 @@ def hard_blocked(index: CapacityIndex, task: TaskProfile) -> BoolArray:
     return out | ~index.active
 
 
-def take(index: CapacityIndex, free: Free, node: int, req: ResourceRequest) -> None:
-    """Charge a request to ``node`` in a what-if copy, as a gang check places its members."""
-    _take(index, free, node, req)
+def take(
+    index: CapacityIndex,
+    free: Free,
+    node: int,
+    req: ResourceRequest,
+    *,
+    cards: Sequence[int] | None = None,
+) -> tuple[int, ...]:
+    """Charge a request to ``node`` in a what-if copy, as a gang check places its members
+    (``cards``: on those cards, as an extender's bind chose them); returns the cards."""
+    return _take(index, free, node, req, cards)

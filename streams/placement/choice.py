@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from streams.fragmentation.shapes import MILLI_PER_GPU, PodShape
-from streams.placement.cluster_arrays import IntArray, SimCluster
+from streams.placement.cluster_arrays import IntArray
 from streams.placement.spec import PodSpec
 
 MAX_NODE_SCORE = 100
@@ -21,6 +21,33 @@ MAX_NODE_SCORE = 100
 class Choice:
     node: int
     gpu_ids: tuple[int, ...]
+
+
+class ScoringArrays(Protocol):
+    """What the score-only policies read of a cluster: the simulator's ``SimCluster``, or the
+    extender's live view of free capacity (``streams.extender.scores``)."""
+
+    cpu_free: IntArray
+    gpu_free: IntArray
+    """Free milli-GPU per card, one row per node (0 past a node's cards)."""
+    gpu_count: IntArray
+    tie_rank: IntArray
+
+    @property
+    def tag_pods(self) -> IntArray:
+        """Pods bound per node by GPU kind (``cluster_arrays.gpu_tag``)."""
+        ...
+
+    def gpus_of(self, i: int) -> IntArray: ...
+
+
+class ScoresNodes(Protocol):
+    """A policy whose choice is the best of its integer node scores (all but random and fgd,
+    which the extender scores its own way)."""
+
+    name: str
+
+    def scores(self, pod: PodSpec, candidates: IntArray) -> IntArray: ...
 
 
 class PlacementPolicy(Protocol):
@@ -49,7 +76,7 @@ def tightest_gpus(free: IntArray, shape: PodShape) -> tuple[int, ...]:
     return exclusive_gpus(free, shape.gpu_count)
 
 
-def best_scored(cluster: SimCluster, candidates: IntArray, scores: IntArray) -> int:
+def best_scored(cluster: ScoringArrays, candidates: IntArray, scores: IntArray) -> int:
     """The best-scored candidate. The simulator breaks equal scores by node name, names it
     prefixed with a per-seed permutation: the lowest ``tie_rank`` here."""
     best = candidates[scores == scores.max()]

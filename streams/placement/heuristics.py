@@ -15,8 +15,14 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from streams.fragmentation.shapes import MILLI_PER_GPU
-from streams.placement.choice import MAX_NODE_SCORE, Choice, best_scored, tightest_gpus
-from streams.placement.cluster_arrays import IntArray, SimCluster, gpu_tag
+from streams.placement.choice import (
+    MAX_NODE_SCORE,
+    Choice,
+    ScoringArrays,
+    best_scored,
+    tightest_gpus,
+)
+from streams.placement.cluster_arrays import IntArray, gpu_tag
 from streams.placement.spec import PodSpec
 
 SPEC_CPU_MILLI = 128_000
@@ -30,7 +36,7 @@ class _Scored(ABC):
 
     name = ""
 
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ScoringArrays) -> None:
         self.cluster = cluster
 
     @abstractmethod

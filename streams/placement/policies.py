@@ -21,6 +21,8 @@ from streams.placement.choice import (
     MAX_NODE_SCORE,
     Choice,
     PlacementPolicy,
+    ScoresNodes,
+    ScoringArrays,
     best_scored,
     exclusive_gpus,
     tightest_gpus,
@@ -54,7 +56,7 @@ class BestFitPolicy:
 
     name = "best-fit"
 
-    def __init__(self, cluster: SimCluster) -> None:
+    def __init__(self, cluster: ScoringArrays) -> None:
         self.cluster = cluster
 
     def scores(self, pod: PodSpec, candidates: IntArray) -> IntArray:
@@ -184,6 +186,16 @@ POLICIES: dict[str, Callable[[SimCluster], PlacementPolicy]] = {
     FgdPolicy.name: FgdPolicy,
 }
 """The FGD paper's six, in its order (its result tables label them 01-Random .. 06-FGD)."""
+
+
+SCORED_BY_ARRAYS: dict[str, Callable[[ScoringArrays], ScoresNodes]] = {
+    DotProductPolicy.name: DotProductPolicy,
+    GpuClusteringPolicy.name: GpuClusteringPolicy,
+    GpuPackingPolicy.name: GpuPackingPolicy,
+    BestFitPolicy.name: BestFitPolicy,
+}
+"""The policies that only score nodes from free-capacity arrays, so that a live view can
+stand in for the simulated cluster (the extender's prioritize)."""
 
 
 def make_policy(name: str, cluster: SimCluster) -> PlacementPolicy:

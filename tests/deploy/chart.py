@@ -16,7 +16,14 @@ from tests.paths import REPO_ROOT
 
 CHART = REPO_ROOT / "deploy" / "helm" / "gpufrag"
 VALUES_DIR = Path(__file__).resolve().parent / "values"
-VALUE_SETS = ("embedded", "distributed", "actuator-enforce", "watch-only", "kafka-secure")
+VALUE_SETS = (
+    "embedded",
+    "distributed",
+    "actuator-enforce",
+    "watch-only",
+    "kafka-secure",
+    "extender",
+)
 CRDS_DIR = REPO_ROOT / "deploy" / "helm" / "crds-for-tests"
 WORKLOAD_KINDS = ("Deployment", "DaemonSet")
 HELM_TIMEOUT_S = 120.0

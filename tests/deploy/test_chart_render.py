@@ -55,7 +55,9 @@ def test_every_container_is_hardened_and_probed(helm: Helm, value_set: str) -> N
         assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}, where
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}, where
         port = c["args"][c["args"].index("--metrics-port") + 1]
-        assert c["ports"] == [{"name": "metrics", "containerPort": int(port), "protocol": "TCP"}]
+        # the metrics port first; the extender also serves kube-scheduler's calls
+        assert c["ports"][0] == {"name": "metrics", "containerPort": int(port), "protocol": "TCP"}
+        assert [p["name"] for p in c["ports"][1:]] in ([], ["extender"]), where
         mounts = {m["mountPath"] for m in c["volumeMounts"]}
         assert "/tmp" in mounts, where  # a read-only root needs a writable /tmp
     for where, spec in pod_specs(objects):
@@ -79,10 +81,45 @@ def test_rbac_has_no_wildcard_no_secrets_no_pod_delete(helm: Helm, value_set: st
                 assert "resourceNames" not in rule, rule
     # Components that never call the API server mount no token.
     for where, spec in pod_specs(render(helm, value_set)):
-        calls_api = any(part in where for part in ("-embedded", "-watch")) or (
+        calls_api = any(part in where for part in ("-embedded", "-watch", "-extender")) or (
             "-actuate" in where and value_set == "actuator-enforce"
         )
         assert spec["automountServiceAccountToken"] is calls_api, where
+
+
+def test_the_extender_binds_pods_and_takes_the_schedulers_calls_only(helm: Helm) -> None:
+    objects = render(helm, "extender")
+    (role,) = [
+        o
+        for o in of_kind(objects, "ClusterRole")
+        if o["metadata"]["name"].endswith("-extender-bind")
+    ]
+    writes = [r for r in role["rules"] if set(r["verbs"]) - {"get", "list", "watch"}]
+    assert sorted((tuple(r["resources"]), tuple(r["verbs"])) for r in writes) == [
+        (("pods",), ("patch",)),
+        (("pods/binding",), ("create",)),
+    ]
+    (deploy,) = [
+        o for o in of_kind(objects, "Deployment") if o["metadata"]["name"].endswith("-extender")
+    ]
+    assert deploy["spec"]["replicas"] == 1  # one assume cache: two would hand out one card twice
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:5] == ["extender", "--policy", "fgd", "--port", "8099"]
+    assert {"name": "extender", "containerPort": 8099, "protocol": "TCP"} in container["ports"]
+    (svc,) = [
+        o for o in of_kind(objects, "Service") if o["metadata"]["name"].endswith("-extender-http")
+    ]
+    assert svc["spec"]["ports"][0]["targetPort"] == "extender"
+    (policy,) = [
+        o for o in of_kind(objects, "NetworkPolicy") if o["metadata"]["name"].endswith("-extender")
+    ]
+    calls = [i for i in policy["spec"]["ingress"] if i["ports"][0]["port"] == 8099]
+    assert calls == [
+        {
+            "ports": [{"port": 8099, "protocol": "TCP"}],
+            "from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+        }
+    ]
 
 
 def test_actuator_rights_only_when_enforcing(helm: Helm) -> None:

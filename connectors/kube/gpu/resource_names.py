@@ -11,9 +11,11 @@ from models.gpu import GPU_MODEL_MAX_CHARS
 __all__ = [
     "GPU",
     "GPU_CORES",
+    "GPU_INDICES",
     "GPU_MEMORY",
     "GPU_MEMORY_PCT",
     "GPU_SHARED",
+    "HAMI_NODE",
     "LABEL_COUNT",
     "LABEL_MEMORY",
     "LABEL_MIG_STRATEGY",
@@ -36,6 +38,12 @@ GPU_CORES = "nvidia.com/gpucores"
 """HAMi: compute share per card, percent."""
 MIG_PREFIX = "nvidia.com/mig-"
 """MIG "mixed" strategy: one resource per profile, e.g. nvidia.com/mig-1g.10gb."""
+
+GPU_INDICES = "gpufrag.io/gpu-indices"
+"""Pod annotation: the cards (indices, comma-separated) gpufrag's extender bound a pod's GPU
+devices to, as HAMi's scheduler records its choice in an annotation for its device plugin."""
+HAMI_NODE = "hami.io/vgpu-node"
+"""Pod annotation HAMi's scheduler sets to the node it chose; the extender sets it too."""
 
 LABEL_PRODUCT = "nvidia.com/gpu.product"
 LABEL_COUNT = "nvidia.com/gpu.count"

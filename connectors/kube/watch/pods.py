@@ -23,6 +23,7 @@ from connectors.kube.gpu.oom_messages import gpu_oom_reason
 from connectors.kube.gpu.resource_names import (
     GPU,
     GPU_CORES,
+    GPU_INDICES,
     GPU_MEMORY,
     GPU_MEMORY_PCT,
     GPU_SHARED,
@@ -261,6 +262,24 @@ def _qos(raw: str | None) -> QosClass | None:
         return None
 
 
+def _indices(notes: dict[str, str], requests: ResourceRequest) -> tuple[int, ...]:
+    """The cards gpufrag's extender bound the pod to, from its annotation (kept so the
+    view charges the cards the extender chose, not the device plugins' usual order)."""
+    raw = notes.get(GPU_INDICES)
+    if raw is None:
+        return ()
+    try:
+        out = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise MappingError(f"annotation {GPU_INDICES}={raw[:40]!r} is not card indices") from None
+    if len(out) != requests.gpu_count or any(i < 0 for i in out) or len(set(out)) != len(out):
+        raise MappingError(
+            f"annotation {GPU_INDICES}={raw[:40]!r} does not name {requests.gpu_count} "
+            "distinct cards"
+        )
+    return out
+
+
 def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
     """The pod as gpufrag models it; raises MappingError naming what could not be read."""
     meta, spec, status = pod.metadata, pod.spec, pod.status
@@ -280,6 +299,7 @@ def pod_from_kube(pod: Any, *, gangs: GangLookup, now: datetime) -> Pod:
             phase=_phase(status.phase if status else None),
             node=spec.node_name or None,
             requests=requests,
+            gpu_indices=_indices(notes, requests) if spec.node_name else (),
             gpu_memory_limit_mib=requests.gpu_memory_mib or mps_limit_mib(spec),
             gpu_models=_gpu_models(spec),
             priority=spec.priority or 0,

@@ -69,6 +69,13 @@ CASES: dict[str, Case] = {
             "one bulk insert of the same rows (clickhouse-connect)",
         ),
         Case(
+            "extender",
+            "extender_case",
+            "extender",
+            "one pod's filter + prioritize (p99 over 200 pods), at two cluster sizes",
+            "orjson.loads of the same requests",
+        ),
+        Case(
             "memory",
             "memory_case",
             "memory",

@@ -254,7 +254,7 @@ def live_events(
 def kubectl_snapshot(c: SynthCluster) -> dict[str, Any]:
     """``kubectl get nodes,pods -A -o json`` of the cluster, with the fields `inspect` reads."""
     items: list[dict[str, Any]] = [_kube_node(n) for n in c.nodes]
-    items += [_kube_pod(p) for p in c.pods]
+    items += [kube_pod(p) for p in c.pods]
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
 
 
@@ -288,7 +288,7 @@ def _kube_node(n: SynthNode) -> dict[str, Any]:
     }
 
 
-def _kube_pod(p: SynthPod) -> dict[str, Any]:
+def kube_pod(p: SynthPod) -> dict[str, Any]:
     requests = {
         "cpu": f"{p.cpu_milli}m",
         "memory": f"{p.memory_mib}Mi",

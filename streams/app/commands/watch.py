@@ -20,7 +20,14 @@ from aiokafka.errors import KafkaError
 from rich.console import Console
 
 from streams.app.console.errors import EXIT_USAGE, user_errors
-from streams.app.console.options import BootstrapOption, MetricsPortOption, PrefixOption
+from streams.app.console.options import (
+    BootstrapOption,
+    LogLevelOption,
+    MetricsAddrOption,
+    MetricsPortOption,
+    PrefixOption,
+    UntilStoppedOption,
+)
 from streams.app.lifecycle.bus import Bus
 from streams.app.lifecycle.log_setup import configure_logging
 from streams.app.lifecycle.session import Session
@@ -98,14 +105,9 @@ def watch(
         ),
     ] = False,
     metrics_port: MetricsPortOption = None,
-    metrics_addr: Annotated[
-        str, typer.Option(help="Address the metrics server listens on.")
-    ] = "0.0.0.0",
-    duration_s: Annotated[
-        float | None,
-        typer.Option(min=0.0, help="Stop after this many seconds; default: until SIGINT/SIGTERM."),
-    ] = None,
-    loglevel: Annotated[str, typer.Option(help="Log level (stderr).")] = "warning",
+    metrics_addr: MetricsAddrOption = "0.0.0.0",
+    duration_s: UntilStoppedOption = None,
+    loglevel: LogLevelOption = "warning",
 ) -> None:
     """Run the live sources and send their events to the bus until stopped.
 

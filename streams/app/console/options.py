@@ -44,3 +44,11 @@ def pod_key(pod: str) -> str:
     """A pod as the store keys it: ``namespace/name``, where a bare ``name`` is a trace pod's
     (``trace/name``), the pods a replay stores."""
     return pod if "/" in pod else f"trace/{pod}"
+
+
+MetricsAddrOption = Annotated[str, typer.Option(help="Address the metrics server listens on.")]
+UntilStoppedOption = Annotated[
+    float | None,
+    typer.Option(min=0.0, help="Stop after this many seconds; default: until SIGINT/SIGTERM."),
+]
+LogLevelOption = Annotated[str, typer.Option(help="Log level (stderr).")]

@@ -289,3 +289,38 @@ def test_renamed_replicas_are_asked_for_by_their_name() -> None:
     r = pod_from_kube(p, gangs=no_gangs, now=NOW).requests
     assert (r.gpu_count, r.gpu_shared_resource) == (2, True)
     assert not pod_from_kube(pod("w", gpus=1), gangs=no_gangs, now=NOW).requests.gpu_shared_resource
+
+
+@pytest.mark.parametrize(
+    ("annotation", "node", "indices"),
+    [
+        ("1,3", "gpu-1", (1, 3)),
+        ("3,1", "gpu-1", (3, 1)),
+        ("1,3", None, ()),  # not bound yet: devices exist only once bound
+        (None, "gpu-1", ()),
+    ],
+)
+def test_the_extenders_card_annotation_says_which_cards_a_bound_pod_holds(
+    annotation: str | None, node: str | None, indices: tuple[int, ...]
+) -> None:
+    notes = {} if annotation is None else {"gpufrag.io/gpu-indices": annotation}
+    p = pod("two", gpus=2, node=node, annotations=notes)
+    assert pod_from_kube(p, gangs=no_gangs, now=NOW).gpu_indices == indices
+
+
+@pytest.mark.parametrize(
+    ("annotation", "words"),
+    [
+        ("1,x", "is not card indices"),
+        ("1", "does not name 2 distinct cards"),
+        ("1,1", "does not name 2 distinct cards"),
+        ("-1,2", "does not name 2 distinct cards"),
+    ],
+)
+def test_a_card_annotation_that_does_not_fit_the_request_refuses_the_pod(
+    annotation: str, words: str
+) -> None:
+    p = pod("two", gpus=2, node="gpu-1", annotations={"gpufrag.io/gpu-indices": annotation})
+    with pytest.raises(MappingError, match=r"gpufrag\.io/gpu-indices") as err:
+        pod_from_kube(p, gangs=no_gangs, now=NOW)
+    assert words in str(err.value)

@@ -309,12 +309,8 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
-{{/* The metrics port and the probes every command serves on it (streams/app/lifecycle/probes.py). */}}
+{{/* The probes every command serves on its metrics port (streams/app/lifecycle/probes.py). */}}
 {{- define "gpufrag.probes" -}}
-ports:
-  - name: metrics
-    containerPort: {{ .Values.metricsPort }}
-    protocol: TCP
 startupProbe:
   httpGet: {path: /livez, port: metrics}
   periodSeconds: 5

@@ -3,7 +3,7 @@ One hardened workload running one gpufrag command; every Deployment and the Daem
 here so none can miss the security context, the resources or the probes.
 dict keys: root, component, kind (Deployment | DaemonSet), replicas, args (list), env (YAML
 text), mounts and volumes (YAML text, beside the /tmp emptyDir and the Kafka TLS Secrets'),
-resources, token (bool: mount
+resources, ports (YAML text: container ports beside the metrics one), token (bool: mount
 the ServiceAccount token; only components that call the API server do), pod (YAML text merged
 into the pod spec: nodeSelector, tolerations, ...), recreate (bool: a PVC-bound single writer).
 */}}
@@ -64,6 +64,13 @@ spec:
           env:
             {{- include "gpufrag.env.common" $root | trim | nindent 12 }}
             {{- with .env }}
+            {{- . | trim | nindent 12 }}
+            {{- end }}
+          ports:
+            - name: metrics
+              containerPort: {{ $root.Values.metricsPort }}
+              protocol: TCP
+            {{- with .ports }}
             {{- . | trim | nindent 12 }}
             {{- end }}
           {{- include "gpufrag.probes" $root | nindent 10 }}

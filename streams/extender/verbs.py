@@ -1,0 +1,219 @@
+"""The four verbs as decisions on the cluster view: which nodes can take the pod and why not,
+how each scores, which cards a bind takes, and which preemption victims to keep.
+
+The scheduler already checked what it can see (CPU, memory, taints, the device count it is
+told); its cache is fresher than this view for those. The filter adds what it cannot see:
+the cards' own room in the node's sharing mode (shares, replicas, HAMi cores and memory, MIG
+profiles), cards out of service, the GPU model. A node this view does not know yet passes: the
+extender has nothing to say about it, and the scheduler's own checks stand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from models import TaskProfile
+from models.analysis import BlockReason
+from models.settings import GuardrailSettings
+from streams.cluster.view import ClusterView
+from streams.extender.assumed import AssumeCache, Assumed
+from streams.extender.room import Room
+from streams.extender.scores import REASON_TEXT, NodeScorer, extender_range
+from streams.fragmentation import masks as mk
+from streams.fragmentation.capacity import CapacityIndex, IntArray
+from streams.fragmentation.pending import HARD_REASONS
+from streams.guardrails.gate import never_evicted
+
+__all__ = ["BindChoice", "Extender", "FilterOutcome", "Victims"]
+
+ObjArray = npt.NDArray[np.object_]
+ROW_LISTS = 8
+"""Node lists whose rows are kept (``Extender._rows``)."""
+
+GPU_REASONS = (
+    BlockReason.GPU_MODEL,
+    BlockReason.GPU_COUNT,
+    BlockReason.GPU_SHARE,
+    BlockReason.GPU_MEMORY,
+    BlockReason.MIG_PROFILE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FilterOutcome:
+    passed: tuple[str, ...]
+    failed: dict[str, str]
+    """Nodes preemption could help on (the cards are taken by pods), with the reason."""
+    unresolvable: dict[str, str]
+    """Nodes no eviction helps (the GPU model), with the reason."""
+    unknown: int = 0
+    """Nodes passed because the view does not know them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindChoice:
+    node: str
+    cards: tuple[int, ...]
+    """Empty where the pod takes no device this view tracks by card (MIG, none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """One node's victims after the guardrails, or why the node is dropped."""
+
+    node: str
+    uids: tuple[str, ...]
+    pdb_violations: int
+
+
+class Extender:
+    def __init__(self, *, scorer: NodeScorer, assumed: AssumeCache) -> None:
+        self.scorer = scorer
+        self.assumed = assumed
+        self._room: Room | None = None
+        self._row_lists: dict[tuple[object, ...], tuple[IntArray, ObjArray]] = {}
+
+    def room(self, view: ClusterView) -> Room:
+        room = self._room
+        if room is not None and room.current(view, self.assumed):
+            return room
+        if room is not None and room.extends_to(view, self.assumed):
+            room.charge(self.assumed)
+            return room
+        room = self._room = Room(view, self.assumed)
+        return room
+
+    def _rows(self, index: CapacityIndex, names: Sequence[str]) -> tuple[IntArray, ObjArray]:
+        """Each name's row (-1: not in the view), and the names as an array, kept for the
+        last few node lists: the scheduler sends the same feasible nodes for pod after pod
+        (and to prioritize the ones the filter passed); looking up 10,000 names was a third
+        of a filter call."""
+        key = (tuple(names), id(index), index.names_version)
+        found = self._row_lists.get(key)
+        if found is None:
+            slot = index.slot
+            rows = np.fromiter((slot.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            found = self._keep(key, rows, np.array(names, dtype=object))
+        return found
+
+    def _keep(
+        self, key: tuple[object, ...], rows: IntArray, names: ObjArray
+    ) -> tuple[IntArray, ObjArray]:
+        self._row_lists[key] = (rows, names)
+        if len(self._row_lists) > ROW_LISTS:
+            del self._row_lists[next(iter(self._row_lists))]
+        return rows, names
+
+    # --- filter ---------------------------------------------------------------------------
+
+    def filter(self, view: ClusterView, task: TaskProfile, names: Sequence[str]) -> FilterOutcome:
+        room = self.room(view)
+        index = room.index
+        req = task.requests
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        if req.gpu_count == 0 and not req.mig:
+            return FilterOutcome(tuple(names), failed, unresolvable)
+        masks = mk.masks(index, req, task.gpu_models, task.tolerations, room.free).reasons
+        blocked = np.zeros(len(index.active) + 1, dtype=bool)  # the last: unknown nodes
+        for r in GPU_REASONS:
+            blocked[:-1] |= masks[r]
+        rows, name_array = self._rows(index, names)
+        first = np.zeros(len(index.active), dtype=np.int64)  # each row's first reason
+        for i in range(len(GPU_REASONS) - 1, -1, -1):
+            first[masks[GPU_REASONS[i]]] = i
+        for k in np.flatnonzero(blocked[rows]).tolist():
+            reason = GPU_REASONS[int(first[rows[k]])]
+            target = unresolvable if reason in HARD_REASONS else failed
+            target[names[k]] = REASON_TEXT[reason]
+        unknown = int((rows < 0).sum())
+        ok = ~blocked[rows]
+        passed = tuple(name_array[ok].tolist())
+        # prioritize comes next with the names that passed: their rows are known now
+        self._keep((passed, id(index), index.names_version), rows[ok], name_array[ok])
+        return FilterOutcome(passed, failed, unresolvable, unknown)
+
+    # --- prioritize -----------------------------------------------------------------------
+
+    def prioritize(
+        self, view: ClusterView, task: TaskProfile, names: Sequence[str]
+    ) -> list[tuple[str, int]]:
+        """Each node's score, 0..10; nodes the view does not know score 0."""
+        room = self.room(view)
+        rows, _ = self._rows(room.index, names)
+        known = np.flatnonzero(rows >= 0)
+        scores = np.zeros(len(names), dtype=np.int64)
+        if len(known):
+            raw = self.scorer.raw(room, task, rows[known])
+            scores[known] = extender_range(raw)
+        return list(zip(names, scores.tolist(), strict=True))
+
+    # --- bind -----------------------------------------------------------------------------
+
+    def choose_cards(self, view: ClusterView, task: TaskProfile, node: str) -> BindChoice:
+        """The cards the pod takes on ``node``: for a share, the one whose landing leaves the
+        node least fragmented (lowest index among equals); whole cards, the device plugin's
+        tightest. ValueError (said to the scheduler, which retries the pod) where the node has
+        no room for it now: a bind since the filter took it."""
+        room = self.room(view)
+        row = room.index.slot.get(node)
+        req = task.requests
+        if row is None or (req.gpu_count == 0 and not req.mig):
+            return BindChoice(node, ())
+        landings = room.landings(row, req)
+        if not landings:
+            raise ValueError(f"node {node} has no room for {task.key} any more")
+        best = min(landings, key=lambda landing: (landing.frag_after_milli, landing.cards))
+        return BindChoice(node, best.cards)
+
+    def assume(self, task: TaskProfile, choice: BindChoice, *, now_s: float) -> None:
+        self.assumed.add(
+            Assumed(
+                key=task.key,
+                node=choice.node,
+                request=task.requests,
+                cards=choice.cards,
+                at_s=now_s,
+            )
+        )
+
+    # --- preempt --------------------------------------------------------------------------
+
+    def preempt(
+        self,
+        view: ClusterView,
+        task: TaskProfile,
+        proposed: Mapping[str, tuple[Sequence[str], int]],
+        *,
+        guardrails: GuardrailSettings,
+    ) -> list[Victims]:
+        """Of the scheduler's candidates (node -> victim UIDs, PDB violations), the nodes whose
+        victims the guardrails allow, each with the fewest victims that still make room for
+        the pod, and among those the one that leaves the least fragment first. A node with a
+        victim the guardrails protect (protected namespace, exempt label, priority gap) is
+        dropped: evicting the others would not free what the scheduler counted on."""
+        by_uid = {t.uid: t for t in view.tasks.values() if t.uid}
+        room = self.room(view)
+        kept: list[tuple[float, int, Victims]] = []
+        for node, (uids, pdb) in proposed.items():
+            victims = [by_uid.get(uid) for uid in uids]
+            if any(v is None for v in victims):
+                continue  # a victim this view has not seen: the scheduler knows more
+            chosen = [v for v in victims if v is not None]
+            if any(self._protected(v, task, guardrails) for v in chosen):
+                continue
+            row = room.index.slot.get(node)
+            frag = float(room.index.node_frag[row]) if row is not None else 0.0
+            kept.append((frag, len(chosen), Victims(node, tuple(uids), pdb)))
+        kept.sort(key=lambda k: (k[0], k[1], k[2].node))
+        return [k[2] for k in kept]
+
+    @staticmethod
+    def _protected(victim: TaskProfile, task: TaskProfile, s: GuardrailSettings) -> bool:
+        if never_evicted(s, pod=victim.key, labels=victim.labels) is not None:
+            return True
+        return task.priority - victim.priority < s.min_priority_gap
