@@ -30,7 +30,6 @@ from streams.guardrails.gate import never_evicted
 
 __all__ = ["BindChoice", "Extender", "FilterOutcome", "Victims"]
 
-ObjArray = npt.NDArray[np.object_]
 ROW_LISTS = 8
 """Node lists whose rows are kept (``Extender._rows``)."""
 
@@ -41,6 +40,10 @@ GPU_REASONS = (
     BlockReason.GPU_MEMORY,
     BlockReason.MIG_PROFILE,
 )
+
+ObjArray = npt.NDArray[np.object_]
+HARD_INDEX = [i for i, r in enumerate(GPU_REASONS) if r in HARD_REASONS]
+REASON_TEXTS: ObjArray = np.array([REASON_TEXT[r] for r in GPU_REASONS], dtype=object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +129,12 @@ class Extender:
         first = np.zeros(len(index.active), dtype=np.int64)  # each row's first reason
         for i in range(len(GPU_REASONS) - 1, -1, -1):
             first[masks[GPU_REASONS[i]]] = i
-        for k in np.flatnonzero(blocked[rows]).tolist():
-            reason = GPU_REASONS[int(first[rows[k]])]
-            target = unresolvable if reason in HARD_REASONS else failed
-            target[names[k]] = REASON_TEXT[reason]
+        out = blocked[rows]
+        reasons = first[rows[out]]
+        hard = np.isin(reasons, HARD_INDEX)
+        texts = REASON_TEXTS[reasons]
+        failed = dict(zip(name_array[out][~hard].tolist(), texts[~hard].tolist(), strict=True))
+        unresolvable = dict(zip(name_array[out][hard].tolist(), texts[hard].tolist(), strict=True))
         unknown = int((rows < 0).sum())
         ok = ~blocked[rows]
         passed = tuple(name_array[ok].tolist())

@@ -17,6 +17,7 @@ from connectors.kube.extender.binder import Binder
 from connectors.live_stage import LiveMetrics
 from connectors.refusals import RefusalLog
 from streams.app.extender.server import ExtenderServer
+from streams.app.lifecycle.collector import collector_policy
 from streams.app.lifecycle.session import Session
 from streams.app.live.sources import (
     Runnable,
@@ -66,6 +67,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    collector_policy()  # this process holds the cluster's state: see its module
     async with contextlib.AsyncExitStack() as stack:
         refusals = RefusalLog(registry=registry)  # counted and logged: no store here
         plan = SourcePlan.of(kube=True, dcgm=(), dcgm_discover=False, nvml_node=None, named=())
