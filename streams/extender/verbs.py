@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import numpy.typing as npt
@@ -27,9 +28,13 @@ from streams.fragmentation import masks as mk
 from streams.fragmentation.capacity import CapacityIndex, IntArray
 from streams.fragmentation.pending import HARD_REASONS
 from streams.guardrails.gate import never_evicted
+from streams.planners.trial_capacity import Scratch, cards_of
 
 __all__ = ["BindChoice", "Extender", "FilterOutcome", "Victims"]
 
+EXACT_VICTIMS = 10
+"""Victims on one node up to which every subset is weighed (1,024 what-ifs of a few
+microseconds each); the scheduler proposes a node's lowest-priority pods, usually a few."""
 ROW_LISTS = 8
 """Node lists whose rows are kept (``Extender._rows``)."""
 
@@ -196,26 +201,77 @@ class Extender:
         *,
         guardrails: GuardrailSettings,
     ) -> list[Victims]:
-        """Of the scheduler's candidates (node -> victim UIDs, PDB violations), the nodes whose
-        victims the guardrails allow, each with the fewest victims that still make room for
-        the pod, and among those the one that leaves the least fragment first. A node with a
-        victim the guardrails protect (protected namespace, exempt label, priority gap) is
-        dropped: evicting the others would not free what the scheduler counted on."""
+        """Of the scheduler's candidates (node -> victim UIDs, PDB violations), the one whose
+        victims, narrowed to the fewest that still make room, leave the node least
+        fragmented with the pod on it (``_narrowed``); [] when none can be kept.
+
+        A candidate is dropped when a victim is one the guardrails protect (protected
+        namespace, exempt label, priority gap: evicting the others would not free what the
+        scheduler counted on) or one this view has not seen. A node whose
+        release the planners do not model (MIG or HAMi cards: ``NodeRoom``) keeps the
+        scheduler's set and comes after every node that could be weighed."""
         by_uid = {t.uid: t for t in view.tasks.values() if t.uid}
-        room = self.room(view)
-        kept: list[tuple[float, int, Victims]] = []
+        scratch = Scratch(view, self.room(view).free)
+        ranked: list[tuple[float, int, str, Victims]] = []
         for node, (uids, pdb) in proposed.items():
             victims = [by_uid.get(uid) for uid in uids]
-            if any(v is None for v in victims):
-                continue  # a victim this view has not seen: the scheduler knows more
-            chosen = [v for v in victims if v is not None]
-            if any(self._protected(v, task, guardrails) for v in chosen):
+            if any(v is None or self._protected(v, task, guardrails) for v in victims):
                 continue
-            row = room.index.slot.get(node)
-            frag = float(room.index.node_frag[row]) if row is not None else 0.0
-            kept.append((frag, len(chosen), Victims(node, tuple(uids), pdb)))
-        kept.sort(key=lambda k: (k[0], k[1], k[2].node))
-        return [k[2] for k in kept]
+            held = [v for v in victims if v is not None]
+            narrowed = self._narrowed(view, scratch, node, task, held)
+            if narrowed is None:
+                ranked.append((float("inf"), len(held), node, Victims(node, tuple(uids), pdb)))
+                continue
+            frag, kept = narrowed
+            keep = tuple(v.uid for v in kept)
+            ranked.append((frag, len(kept), node, Victims(node, keep, min(pdb, len(keep)))))
+        ranked.sort(key=lambda r: r[:3])
+        return [ranked[0][3]] if ranked else []
+
+    @staticmethod
+    def _narrowed(
+        view: ClusterView,
+        scratch: Scratch,
+        node: str,
+        task: TaskProfile,
+        victims: list[TaskProfile],
+    ) -> tuple[float, list[TaskProfile]] | None:
+        """The victims to evict on ``node`` and the node's fragment once ``task`` is on it;
+        None where the node's release is not modelled, or where this view sees no room even
+        with every victim gone (the scheduler's set then stands).
+
+        Up to ``EXACT_VICTIMS`` victims every subset is tried, and the one leaving the least
+        fragment wins, then the fewest pods, then the lowest priorities; past that, victims
+        are kept back one by one (highest priority and largest first) while the pod still
+        fits."""
+        row = scratch.index.slot.get(node)
+        room = None if row is None else scratch.room(row)
+        held = [(v, cards_of(view, v)) for v in victims]
+        if room is None or any(cards is None for _, cards in held):
+            return None
+        release = [(v, cards) for v, cards in held if cards is not None]
+        req = task.requests
+        if not room.without(release).fits(req):
+            return None
+        if len(release) > EXACT_VICTIMS:
+            order = sorted(release, key=lambda p: (-p[0].priority, -p[0].requests.total_gpu_milli))
+            for pair in order:
+                trial = [p for p in release if p is not pair]
+                if room.without(trial).fits(req):
+                    release = trial
+            return scratch.frag_milli(room.without(release).placed(req)), [v for v, _ in release]
+        best: tuple[float, int, int, list[TaskProfile]] | None = None
+        for size in range(len(release) + 1):
+            for subset in combinations(release, size):
+                freed = room.without(list(subset))
+                if not freed.fits(req):
+                    continue
+                frag = scratch.frag_milli(freed.placed(req))
+                key = (frag, size, sum(v.priority for v, _ in subset), [v for v, _ in subset])
+                if best is None or key[:3] < best[:3]:
+                    best = key
+        assert best is not None  # the full set fits
+        return best[0], best[3]
 
     @staticmethod
     def _protected(victim: TaskProfile, task: TaskProfile, s: GuardrailSettings) -> bool:

@@ -214,3 +214,66 @@ def test_preemption_drops_nodes_whose_victims_the_guardrails_protect() -> None:
     )
     # a: kube-system is protected; c: a victim this view never saw; b stays as proposed
     assert [(v.node, v.uids) for v in kept] == [("b", (low.uid,))]
+
+
+def exclusive(name: str, *, gpus: int) -> Node:
+    return Node(
+        name=name,
+        cpu_milli=32_000,
+        memory_mib=131_072,
+        gpu_model="H100",
+        gpu_count=gpus,
+        gpu_sharing=SharingMode.EXCLUSIVE,
+    )
+
+
+ONE_CARD = TypicalPods(
+    pods=(TypicalPod(PodShape(1_000, 1_000, 1), 1.0),), coverage=1.0, observed_pods=1
+)
+
+
+def test_preemption_keeps_back_the_victims_the_pod_does_not_need_and_picks_the_tighter_node() -> (
+    None
+):
+    # a: 2 cards, both held (priorities 0 and 5); b: 4 cards, all held at priority 0. The pod
+    # needs one card. On a, evicting the priority-0 pod alone makes room: the priority-5 one
+    # stays. On b one eviction is enough as well, and leaves 1 card free after the pod: no
+    # fragment under one-card typical pods; on a nothing is left. Both leave 0 fragment, and a
+    # (listed first by name among equals, one victim each) is the answer.
+    a, b = exclusive("a", gpus=2), exclusive("b", gpus=4)
+    low_a = task("team/low-a", cards(1), node="a")
+    mid_a = task("team/mid-a", cards(1), node="a", priority=5)
+    on_b = [task(f"team/b{k}", cards(1), node="b") for k in range(4)]
+    view = view_of([(a, [low_a, mid_a]), (b, on_b)], typical=ONE_CARD)
+    pod = task("team/high", cards(1), priority=1000)
+    kept = extender().preempt(
+        view,
+        pod,
+        {"a": ([low_a.uid, mid_a.uid], 0), "b": ([t.uid for t in on_b], 1)},
+        guardrails=GuardrailSettings(),
+    )
+    assert [(v.node, v.uids) for v in kept] == [("a", (low_a.uid,))]
+
+
+def test_preemption_weighs_the_fragment_each_set_of_victims_leaves() -> None:
+    # a two-card pod, two-card typical pods. a: 4 cards, a two-card pod v on 0-1, a one-card
+    # pod w on 2, card 3 free. Evicting w frees 2 and 3: the pod takes both, nothing is left,
+    # no fragment. Evicting v frees 0 and 1: the pod takes two of 0, 1, 3 and one card is left
+    # alone, a fragment of 1,000 for two-card pods. b: 2 cards, both held: evicting both
+    # leaves no fragment either, but two pods. So a, with w alone.
+    two = TypicalPods(
+        pods=(TypicalPod(PodShape(1_000, 1_000, 2), 1.0),), coverage=1.0, observed_pods=1
+    )
+    a, b = exclusive("a", gpus=4), exclusive("b", gpus=2)
+    v = task("team/v", cards(2), node="a")
+    w = task("team/w", cards(1), node="a")
+    on_b = [task(f"team/b{k}", cards(1), node="b") for k in range(2)]
+    view = view_of([(a, [v, w]), (b, on_b)], typical=two)
+    pod = task("team/high", cards(2), priority=1000)
+    kept = extender().preempt(
+        view,
+        pod,
+        {"b": ([t.uid for t in on_b], 0), "a": ([v.uid, w.uid], 0)},
+        guardrails=GuardrailSettings(),
+    )
+    assert [(k.node, k.uids) for k in kept] == [("a", (w.uid,))]
