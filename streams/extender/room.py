@@ -106,6 +106,18 @@ class Room:
             if outer is not None:
                 _restore(scratch, row, outer)
 
+    def tightest(self, row: int, req: ResourceRequest) -> tuple[int, ...] | None:
+        """The cards ``req`` takes on the node by the device plugin's rule (the tightest with
+        room); None: it does not fit."""
+        scratch = self._scratch_free()
+        saved = _save(scratch, row)
+        try:
+            return take(self.index, scratch, row, req)
+        except ValueError:
+            return None
+        finally:
+            _restore(scratch, row, saved)
+
     def _landings(self, scratch: Free, row: int, req: ResourceRequest) -> list[Landing]:
         index = self.index
         options: list[tuple[int, ...] | None] = [None]

@@ -32,6 +32,7 @@ from streams.planners.trial_capacity import Scratch, cards_of
 
 __all__ = ["BindChoice", "Extender", "FilterOutcome", "Victims"]
 
+FGD = "fgd"
 EXACT_VICTIMS = 10
 """Victims on one node up to which every subset is weighed (1,024 what-ifs of a few
 microseconds each); the scheduler proposes a node's lowest-priority pods, usually a few."""
@@ -165,15 +166,22 @@ class Extender:
     # --- bind -----------------------------------------------------------------------------
 
     def choose_cards(self, view: ClusterView, task: TaskProfile, node: str) -> BindChoice:
-        """The cards the pod takes on ``node``: for a share, the one whose landing leaves the
-        node least fragmented (lowest index among equals); whole cards, the device plugin's
-        tightest. ValueError (said to the scheduler, which retries the pod) where the node has
-        no room for it now: a bind since the filter took it."""
+        """The cards the pod takes on ``node``: under fgd, for a share, the one whose landing
+        leaves the node least fragmented (lowest index among equals); otherwise, and for whole
+        cards, the device plugin's tightest. ValueError (said to the scheduler, which retries
+        the pod) where the node has no room for it now: a bind since the filter took it."""
         room = self.room(view)
         row = room.index.slot.get(node)
         req = task.requests
         if row is None or (req.gpu_count == 0 and not req.mig):
             return BindChoice(node, ())
+        if self.scorer.name != FGD:
+            # the other policies leave the card to the device plugin's rule, the tightest
+            # card with room (the simulator's default card choice)
+            tightest = room.tightest(row, req)
+            if tightest is None:
+                raise ValueError(f"node {node} has no room for {task.key} any more")
+            return BindChoice(node, tightest)
         landings = room.landings(row, req)
         if not landings:
             raise ValueError(f"node {node} has no room for {task.key} any more")
@@ -202,7 +210,8 @@ class Extender:
         guardrails: GuardrailSettings,
     ) -> list[Victims]:
         """Of the scheduler's candidates (node -> victim UIDs, PDB violations), the one whose
-        victims, narrowed to the fewest that still make room, leave the node least
+        victims violate the fewest PodDisruptionBudgets (as the scheduler counted them for
+        its whole set), then, narrowed to those the pod needs gone, leave the node least
         fragmented with the pod on it (``_narrowed``); [] when none can be kept.
 
         A candidate is dropped when a victim is one the guardrails protect (protected
@@ -212,7 +221,7 @@ class Extender:
         scheduler's set and comes after every node that could be weighed."""
         by_uid = {t.uid: t for t in view.tasks.values() if t.uid}
         scratch = Scratch(view, self.room(view).free)
-        ranked: list[tuple[float, int, str, Victims]] = []
+        ranked: list[tuple[int, float, int, str, Victims]] = []
         for node, (uids, pdb) in proposed.items():
             victims = [by_uid.get(uid) for uid in uids]
             if any(v is None or self._protected(v, task, guardrails) for v in victims):
@@ -220,13 +229,14 @@ class Extender:
             held = [v for v in victims if v is not None]
             narrowed = self._narrowed(view, scratch, node, task, held)
             if narrowed is None:
-                ranked.append((float("inf"), len(held), node, Victims(node, tuple(uids), pdb)))
+                whole = Victims(node, tuple(uids), pdb)
+                ranked.append((pdb, float("inf"), len(held), node, whole))
                 continue
             frag, kept = narrowed
             keep = tuple(v.uid for v in kept)
-            ranked.append((frag, len(kept), node, Victims(node, keep, min(pdb, len(keep)))))
-        ranked.sort(key=lambda r: r[:3])
-        return [ranked[0][3]] if ranked else []
+            ranked.append((pdb, frag, len(kept), node, Victims(node, keep, min(pdb, len(keep)))))
+        ranked.sort(key=lambda r: r[:4])
+        return [ranked[0][4]] if ranked else []
 
     @staticmethod
     def _narrowed(

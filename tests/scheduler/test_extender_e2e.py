@@ -4,8 +4,9 @@
 test (no kubelet). The default pod list arrives as Pods under the FGD paper's protocol, shuffled
 with the seed, up to 1.0x the GPU capacity, one at a time; a pod the scheduler cannot place is
 dropped. The same arrivals run twice: the scheduler's default scoring (the extender only
-filters and binds, so shared cards are still counted per card), then with the extender's FGD
-prioritize. Both runs' figures are printed; docs/extender.md keeps them.
+filters and binds, so shared cards are still counted per card, on the tightest card as the
+device plugin would), then with the extender's FGD prioritize and card choice. Both runs'
+figures are printed; docs/extender.md keeps them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ pytestmark = pytest.mark.scheduler
 SEED = 42
 NODES = 100
 RATIO = 1.0
+RUNS = (
+    # no prioritize: kube-scheduler's default scoring picks the node; the extender filters by
+    # card and binds, its cards chosen by a score-only policy's rule, the device plugin's
+    # tightest card (which policy does not matter: none is asked to score)
+    ("default scoring", "best-fit", False),
+    ("fgd extender", "fgd", True),
+)
 SPARE = "spare-node"
 SPARE_TAINT = {"key": "gpufrag-test/spare", "value": "yes", "effect": "NoSchedule"}
 
@@ -74,7 +82,7 @@ def test_fgd_scoring_allocates_more_and_fragments_less_than_default_scoring(
         _untaint(kube, SPARE, [SPARE_TAINT])
         figures: dict[str, dict[str, object]] = {}
         try:
-            for label, prioritize in (("default scoring", False), ("fgd extender", True)):
+            for label, policy, prioritize in RUNS:
                 ns = label.replace(" ", "-")
                 assert (
                     kube.call(
@@ -84,7 +92,7 @@ def test_fgd_scoring_allocates_more_and_fragments_less_than_default_scoring(
                     )[0]
                     == 201
                 )
-                with cr.extender(kubeconfig, tmp_path / f"{ns}.log") as ext:
+                with cr.extender(kubeconfig, tmp_path / f"{ns}.log", policy=policy) as ext:
                     cr.start_scheduler(run_dir, ext.url, prioritize=prioritize)
                     placed, dropped = cr.arrive(kube, ns, arrivals)
                     calls = {
@@ -125,21 +133,30 @@ def test_fgd_scoring_allocates_more_and_fragments_less_than_default_scoring(
 
 
 def _killed_extender_does_not_stop_scheduling(kube: Kube, ns: str, ext: cr.Extender) -> None:
-    """With the extender gone (ignorable), a pod the spare node can take is still bound."""
-    ext.kill()
-    pod = pod_object(
-        PodSpec("after-kill", PodShape(cpu_milli=1000, gpu_milli=500, gpu_count=1), 1024),
-        namespace=ns,
-        name="after-kill",
-    )
-    pod["spec"]["tolerations"] = [{**SPARE_TAINT, "operator": "Equal"}]
-    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": SPARE}
-    status, body = kube.call("POST", f"/api/v1/namespaces/{ns}/pods", pod)
-    assert status == 201, body
-
-    def bound() -> bool:
-        return bool(
-            kube.call("GET", f"/api/v1/namespaces/{ns}/pods/after-kill")[1]["spec"].get("nodeName")
+    """A short run onto the spare node, the extender killed halfway: every pod is bound, the
+    first half by the extender (its card annotation on them), the rest by the scheduler's own
+    binder once the extender is gone (it is ignorable)."""
+    shares = 12
+    for k in range(shares):
+        if k == shares // 2:
+            ext.kill()
+        name = f"spare-{k:02d}"
+        pod = pod_object(
+            PodSpec(name, PodShape(cpu_milli=1000, gpu_milli=250, gpu_count=1), 1024),
+            namespace=ns,
+            name=name,
         )
+        pod["spec"]["tolerations"] = [{**SPARE_TAINT, "operator": "Equal"}]
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": SPARE}
+        status, body = kube.call("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        assert status == 201, body
 
-    cr.wait_until("a pod bound while the extender is down", bound)
+        def bound(n: str = name) -> dict[str, object] | None:
+            found = kube.call("GET", f"/api/v1/namespaces/{ns}/pods/{n}")[1]
+            return found if found["spec"].get("nodeName") else None
+
+        found = cr.wait_until(
+            f"{name} bound ({'after' if k >= shares // 2 else 'before'} the kill)", bound
+        )
+        annotated = cr.GPU_INDICES in (found["metadata"].get("annotations") or {})
+        assert annotated is (k < shares // 2), (name, found["metadata"])

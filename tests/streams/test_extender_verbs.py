@@ -277,3 +277,34 @@ def test_preemption_weighs_the_fragment_each_set_of_victims_leaves() -> None:
         guardrails=GuardrailSettings(),
     )
     assert [(k.node, k.uids) for k in kept] == [("a", (w.uid,))]
+
+
+def test_preemption_prefers_fewer_disruption_budget_violations_over_less_fragment() -> None:
+    # as above, but evicting on a would break a PodDisruptionBudget (the scheduler counted
+    # it): b, with none, is the answer though it leaves the same fragment with two victims
+    two = TypicalPods(
+        pods=(TypicalPod(PodShape(1_000, 1_000, 2), 1.0),), coverage=1.0, observed_pods=1
+    )
+    a, b = exclusive("a", gpus=4), exclusive("b", gpus=2)
+    v, w = task("team/v", cards(2), node="a"), task("team/w", cards(1), node="a")
+    on_b = [task(f"team/b{k}", cards(1), node="b") for k in range(2)]
+    view = view_of([(a, [v, w]), (b, on_b)], typical=two)
+    kept = extender().preempt(
+        view,
+        task("team/high", cards(2), priority=1000),
+        {"a": ([v.uid, w.uid], 1), "b": ([t.uid for t in on_b], 0)},
+        guardrails=GuardrailSettings(),
+    )
+    assert [(k.node, len(k.uids), k.pdb_violations) for k in kept] == [("b", 2, 0)]
+
+
+def test_other_policies_leave_the_card_to_the_device_plugins_tightest() -> None:
+    # a: card 0 has 300 taken (700 free), card 1 free; a 200 share: fgd weighs both cards, a
+    # score-only policy takes the tightest card with room, card 0, like the device plugin
+    view = view_of([(hami("a"), [task("ns/x", share(300), node="a")])])
+    pod = task("ns/p", share(200))
+    best_fit = Extender(scorer=make_scorer("best-fit", seed=0), assumed=AssumeCache(ttl_s=60))
+    assert best_fit.choose_cards(view, pod, "a") == BindChoice("a", (0,))
+    full = task("ns/q", share(800))  # fits card 1 only
+    assert best_fit.choose_cards(view, full, "a") == BindChoice("a", (1,))
+    assert extender().choose_cards(view, full, "a") == BindChoice("a", (1,))
