@@ -63,6 +63,6 @@ def test_an_unknown_case_is_refused_in_one_line_before_anything_runs(tmp_path: P
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "gpufrag: error: unknown case replya; the cases are: cli, view, experiment, ingest, "
-        "sink, memory, inspect, replay, kafka, latency"
+        "sink, extender, memory, inspect, replay, kafka, latency"
     ]
     assert not (tmp_path / "x.json").exists()

@@ -46,6 +46,7 @@ def test_the_registry_has_every_case_of_the_issue_and_each_loads() -> None:
         "experiment",
         "memory",
         "sink",
+        "extender",
     }
     assert set(CASES) == names
     for case in CASES.values():
