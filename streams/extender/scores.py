@@ -3,9 +3,10 @@
 
 kube-scheduler adds an extender's score x weight x 10 to its plugins' sum (each plugin gives
 0..100), so the mapping keeps what the policy ranks first, and only it, at the top: the best
-nodes get 10, the others 0..9 by where they fall between the worst and the best. With weight
-10 the extender's 100-point spread outweighs the default plugins' spreading (least allocated,
-balanced allocation), and among equally best nodes those plugins still break the tie.
+nodes get 10, the others 0..9 by where they fall between the worst and the best. At weight 100
+(deploy/README.md) one step of it, 1,000, outweighs what the default plugins' scores differ by
+between nodes (least allocated and balanced allocation, about 200); among equally best nodes
+those plugins break the tie, which ``_fuller_first`` leaves to few.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Protocol
 import numpy as np
 
 from models import TaskProfile
-from models.analysis import BlockReason
 from streams.cluster.view import shape_of
 from streams.extender.room import RequestKey, Room, request_key
 from streams.fragmentation.measure import NodeState
@@ -207,14 +207,3 @@ def make_scorer(name: str, *, seed: int) -> NodeScorer:
         known = ", ".join(POLICIES)
         raise ValueError(f"unknown placement policy {name!r}; known: {known}")
     return builders[name]()
-
-
-# the blocking reasons a filter answer names, in kube-scheduler's message: short, in
-# gpufrag's words (``gpufrag explain`` says the same)
-REASON_TEXT: dict[BlockReason, str] = {
-    BlockReason.GPU_MODEL: "gpufrag: gpu_model (no card of the GPU model the pod asks for)",
-    BlockReason.GPU_COUNT: "gpufrag: gpu_count (too few cards with room)",
-    BlockReason.GPU_SHARE: "gpufrag: gpu_share (enough free GPU, split across cards)",
-    BlockReason.GPU_MEMORY: "gpufrag: gpu_memory (cards with the compute share lack the memory)",
-    BlockReason.MIG_PROFILE: "gpufrag: mig_profile (free MIG instances of other profiles)",
-}

@@ -23,7 +23,7 @@ from models.settings import GuardrailSettings
 from streams.cluster.view import ClusterView
 from streams.extender.assumed import AssumeCache, Assumed
 from streams.extender.room import Room
-from streams.extender.scores import REASON_TEXT, NodeScorer, extender_range
+from streams.extender.scores import NodeScorer, extender_range
 from streams.fragmentation import masks as mk
 from streams.fragmentation.capacity import CapacityIndex, IntArray
 from streams.fragmentation.pending import HARD_REASONS
@@ -46,6 +46,15 @@ GPU_REASONS = (
     BlockReason.GPU_MEMORY,
     BlockReason.MIG_PROFILE,
 )
+
+REASON_TEXT: dict[BlockReason, str] = {
+    # in kube-scheduler's FailedScheduling message: short, in gpufrag's words
+    BlockReason.GPU_MODEL: "gpufrag: gpu_model (no card of the GPU model the pod asks for)",
+    BlockReason.GPU_COUNT: "gpufrag: gpu_count (too few cards with room)",
+    BlockReason.GPU_SHARE: "gpufrag: gpu_share (enough free GPU, split across cards)",
+    BlockReason.GPU_MEMORY: "gpufrag: gpu_memory (cards with the compute share lack the memory)",
+    BlockReason.MIG_PROFILE: "gpufrag: mig_profile (free MIG instances of other profiles)",
+}
 
 ObjArray = npt.NDArray[np.object_]
 HARD_INDEX = [i for i, r in enumerate(GPU_REASONS) if r in HARD_REASONS]
@@ -72,7 +81,7 @@ class BindChoice:
 
 @dataclass(frozen=True, slots=True)
 class Victims:
-    """One node's victims after the guardrails, or why the node is dropped."""
+    """The victims to evict on the node preemption keeps, and the PDB violations they make."""
 
     node: str
     uids: tuple[str, ...]
@@ -123,10 +132,8 @@ class Extender:
         room = self.room(view)
         index = room.index
         req = task.requests
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {}
         if req.gpu_count == 0 and not req.mig:
-            return FilterOutcome(tuple(names), failed, unresolvable)
+            return FilterOutcome(tuple(names), {}, {})
         masks = mk.masks(index, req, task.gpu_models, task.tolerations, room.free).reasons
         blocked = np.zeros(len(index.active) + 1, dtype=bool)  # the last: unknown nodes
         for r in GPU_REASONS:

@@ -144,9 +144,9 @@ class ExtenderServer:
     async def _filter(self, body: bytes) -> tuple[bytes, str]:
         args = wire.extender_args(body, now=datetime.now(UTC), pods=self._pods)
         view = self._now_view()
-        task = self._task(view, args.pod)
         if not self._ready():
             return wire.filter_result(args, args.names, failed={}, unresolvable={}), "ok"
+        task = self._task(view, args.pod)
         self._remember(task)
         out = self.extender.filter(view, task, args.names)
         if out.unknown:
