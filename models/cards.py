@@ -16,6 +16,7 @@ __all__ = [
     "SharingMode",
     "card_slices",
     "mig_profile_slices",
+    "resource_name",
 ]
 
 
@@ -60,3 +61,10 @@ def mig_profile_slices(profile: str) -> int:
             f"a card has 1..{MIG_SLICES_DEFAULT}"
         )
     return slices
+
+
+def resource_name(*, shared: bool, dra: bool) -> int:
+    """The resource GPUs are asked for by, as a number: 0 ``nvidia.com/gpu``, 1
+    ``nvidia.com/gpu.shared``, 2 DRA devices (through claims). A request fits only nodes
+    whose cards go by the same one, as kube-scheduler counts each apart."""
+    return 2 if dra else int(shared)

@@ -7,7 +7,15 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from models.base import Frozen
-from models.bounds import CpuMilli, GpuCount, GpuMemoryMib, MemoryMib, MigCount, Replicas
+from models.bounds import (
+    CpuMilli,
+    GpuCount,
+    GpuIndex,
+    GpuMemoryMib,
+    MemoryMib,
+    MigCount,
+    Replicas,
+)
 from models.cards import SharingMode, card_slices, mig_profile_slices
 from models.gpu import GpuModel
 
@@ -57,6 +65,12 @@ class Node(Frozen):
     """Devices advertised per card: time-slicing replicas, or HAMi's vGPU split count."""
     gpu_shared_resource: bool = False
     """The cards are advertised as ``nvidia.com/gpu.shared`` (renamed replicas)."""
+    gpu_dra: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The cards are DRA devices (ResourceSlices), not the device plugin's. Left out of the
+    JSON when false (as ``card_taints`` when empty): a node outside DRA keeps its event id."""
+    card_taints: dict[GpuIndex, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """Cards a DRA device taint (``NoSchedule`` or ``NoExecute``, in the slice or a
+    DeviceTaintRule) keeps new work off: card number -> ``key=value:Effect``."""
     gpu_sharing: SharingMode | None = None
     """How the whole cards are shared; None: time-sliced when replicas > 1, else milli-GPU
     shares (the trace's cards). The kube mapping always says which."""

@@ -53,7 +53,8 @@ class GpuState(Resident):
     """MIG: each instance's own reading (DCGM's GPU_I_ID -> MiB used); the card's figure is
     their sum."""
     healthy: bool = True
-    """Takes new work: no fault on the card and no problem condition on its node."""
+    """Takes new work: no fault on the card, no problem condition on its node, and no DRA
+    device taint that keeps work off it (``Node.card_taints``)."""
     last_xid: XidCode | None = None
     fault: str | None = None
     """What took the card out (a fatal XID, uncorrectable ECC errors, a row remap pending or
@@ -111,6 +112,8 @@ class NodeProfile(Resident):
     """As Node.mig_device_profile: a pod's whole-GPU request takes an instance of it."""
     gpu_shared_resource: bool = False
     """As Node.gpu_shared_resource."""
+    gpu_dra: bool = Field(default=False, exclude_if=lambda v: not v)
+    """As Node.gpu_dra (and left out of the JSON when false, as there)."""
     pods: tuple[str, ...] = ()
     """Keys ("namespace/name") of pods bound here, sorted so equal states compare equal."""
     system_oom_count: NonNegativeInt = 0

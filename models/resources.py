@@ -35,6 +35,10 @@ class ResourceRequest(Resident):
     """The cards are asked for as ``nvidia.com/gpu.shared`` (time-slicing replicas renamed by
     the device plugin): only nodes advertising that name serve them, and the others only
     nodes advertising ``nvidia.com/gpu``."""
+    gpu_dra: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The cards are asked for through ResourceClaims (DRA): only nodes whose GPUs are DRA
+    devices serve them, and those serve no device-plugin request. Left out of the JSON when
+    false, so an event of a pod outside DRA keeps the bytes, and the id, it had before."""
 
     @field_validator("mig")
     @classmethod

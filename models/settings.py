@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -32,6 +31,7 @@ from models.action_settings import (
 from models.bounds import TIME_MAX, TIME_MIN
 from models.extender_settings import ExtenderSettings
 from models.kafka_settings import KafkaSettings, SaslMechanism, SecurityProtocol
+from models.kube_resources import KubeResource
 from models.settings_env import PREFIX, unknown_names
 from models.settings_group import Group as _Group
 from models.settings_group import PluginModule
@@ -267,20 +267,6 @@ class StoreSettings(_Group):
                 f"({self.batch_rows}): a full batch must fit in the buffer; lower both together"
             )
         return self
-
-
-class KubeResource(StrEnum):
-    """The resources the Kubernetes watchers can follow, one list+watch each."""
-
-    PODS = "pods"
-    NODES = "nodes"
-    EVENTS = "events"
-    RESOURCE_QUOTAS = "resourcequotas"
-    KUEUE_WORKLOADS = "kueue-workloads"
-    KUEUE_CLUSTER_QUEUES = "kueue-clusterqueues"
-    KUEUE_LOCAL_QUEUES = "kueue-localqueues"
-    VOLCANO_POD_GROUPS = "volcano-podgroups"
-    VOLCANO_QUEUES = "volcano-queues"
 
 
 class KubeSettings(_Group):

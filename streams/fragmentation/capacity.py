@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from models import GpuState, NodeProfile, Taint, Toleration
-from models.cards import SharingMode, mig_profile_slices
+from models.cards import SharingMode, mig_profile_slices, resource_name
 from streams.fragmentation.measure import (
     RULE_FIXED,
     RULE_HAMI,
@@ -109,6 +109,7 @@ _NODE_FIELDS = attrgetter(
     "taints",
     "mig_device_profile",
     "gpu_shared_resource",
+    "gpu_dra",
 )
 
 
@@ -175,8 +176,8 @@ class CapacityIndex:
         self.mig_free: dict[int, dict[str, int]] = {}
         self.mig_each: dict[int, dict[str, float]] = {}
         self.single: dict[int, str] = {}
-        self.shared_name: BoolArray = np.zeros(0, dtype=bool)
-        """Cards advertised as ``nvidia.com/gpu.shared``."""
+        self.shared_name: IntArray = np.zeros(0, dtype=np.int64)
+        """Which name the cards are asked for by: ``resource_name`` of the node's profile."""
         """Nodes in MIG's single strategy, and their one profile."""
         self.gpu_count: IntArray = np.zeros(0, dtype=np.int64)  # device slots (highest index+1)
         self.gpu_cards: IntArray = np.zeros(0, dtype=np.int64)  # cards listed
@@ -236,7 +237,7 @@ class CapacityIndex:
         self.fixed = _extend(self.fixed, new_n, 0)
         self.hami_memory = _extend(self.hami_memory, new_n, 0)
         self.mig_idle = _extend(self.mig_idle, new_n, 0)
-        self.shared_name = _extend(self.shared_name, new_n, False)
+        self.shared_name = _extend(self.shared_name, new_n, 0)
         self.gpu_free = _widen(self.gpu_free, n, new_n, new_w, 0)
         self.cores_free = _widen(self.cores_free, n, new_n, new_w, -1)
         self.replicas_free = _widen(self.replicas_free, n, new_n, new_w, 0)
@@ -294,7 +295,7 @@ class CapacityIndex:
 
     def _put_cards(self, i: int, profile: NodeProfile) -> None:
         self.rule[i], self.fixed[i] = _rule(profile.gpus)
-        self.shared_name[i] = profile.gpu_shared_resource
+        self.shared_name[i] = resource_name(shared=profile.gpu_shared_resource, dra=profile.gpu_dra)
         if profile.mig_device_profile is not None:
             self.rule[i] = RULE_MIG_SINGLE
             self.single[i] = profile.mig_device_profile
@@ -361,7 +362,7 @@ class CapacityIndex:
         self.mig_free.pop(i, None)
         self.mig_each.pop(i, None)
         self.single.pop(i, None)
-        self.shared_name[i] = False
+        self.shared_name[i] = 0
         self.gpu_count[i] = 0
         self.gpu_cards[i] = 0
         self.unschedulable[i] = False

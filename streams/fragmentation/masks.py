@@ -12,6 +12,7 @@ import numpy as np
 
 from models import ResourceRequest, Toleration
 from models.analysis import BlockReason
+from models.cards import resource_name
 from streams.fragmentation.capacity import BoolArray, CapacityIndex, IntArray
 from streams.fragmentation.measure import (
     RULE_FIXED,
@@ -95,7 +96,8 @@ class Need:
     milli: IntArray
     cores_milli: int
     memory_mib: IntArray
-    shared_name: bool
+    shared_name: int
+    """``resource_name``: kube-scheduler counts each name as its own resource."""
     hami_only: bool
     """A request with HAMi's gpumem or gpucores: only HAMi's scheduler places it, on the
     cards HAMi registered; kube-scheduler finds no such resource on other nodes."""
@@ -120,7 +122,7 @@ def need_of(index: CapacityIndex, req: ResourceRequest) -> Need:
         cores_milli=cores,
         memory_mib=memory,
         hami_only=hami_only,
-        shared_name=req.gpu_shared_resource,
+        shared_name=resource_name(shared=req.gpu_shared_resource, dra=req.gpu_dra),
     )
 
 
@@ -158,7 +160,7 @@ def device_rooms(index: CapacityIndex, free: Free, need: Need) -> tuple[IntArray
     compute = np.where(hami, cores_ok, shares)
     memory = free.hmem >= need.memory_mib[:, None]
     full = np.where(hami, cores_ok * memory, shares)
-    # kube-scheduler counts nvidia.com/gpu and nvidia.com/gpu.shared as two resources
+    # kube-scheduler counts nvidia.com/gpu, nvidia.com/gpu.shared and DRA devices apart
     other_name = (index.shared_name != need.shared_name)[:, None]
     return np.where(other_name, 0, compute), np.where(other_name, 0, full)
 

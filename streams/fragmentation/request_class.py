@@ -66,6 +66,7 @@ def class_key(
         req.gpu_memory_pct,
         req.gpu_cores_pct,
         req.gpu_shared_resource,
+        req.gpu_dra,
         gpu_models,
         tolerations,
     )

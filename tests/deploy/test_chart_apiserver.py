@@ -158,8 +158,13 @@ def test_the_watchers_may_read_but_not_change(kube: Kube, applied: dict[str, Any
         dict(verb="list", resource="events", namespace="team-a"),
         dict(verb="watch", group="kueue.x-k8s.io", resource="workloads"),
         dict(verb="list", group="scheduling.volcano.sh", resource="podgroups"),
+        dict(verb="watch", group="resource.k8s.io", resource="resourceslices"),
+        dict(verb="list", group="resource.k8s.io", resource="resourceclaims", namespace="team-a"),
+        dict(verb="list", group="resource.k8s.io", resource="devicetaintrules"),
     ]
     changes = [
+        dict(verb="create", group="resource.k8s.io", resource="devicetaintrules"),
+        dict(verb="update", group="resource.k8s.io", resource="resourceclaims", namespace="team-a"),
         dict(verb="patch", resource="nodes", name="gpu-node-1"),
         dict(verb="create", resource="pods", subresource="eviction", namespace="team-a"),
         dict(verb="delete", resource="pods", namespace="team-a"),

@@ -26,7 +26,6 @@ IMAGE = "registry.invalid/gpufrag/none:0"
 
 
 def node_object(node: TraceNode, *, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     cards = [
         {
             "id": f"GPU-{node.name}-{i}",
@@ -58,20 +57,26 @@ def node_object(node: TraceNode, *, taints: list[dict[str, str]] | None = None) 
             "annotations": {"hami.io/node-nvidia-register": json.dumps(cards)},
         },
         "spec": {"taints": taints or []},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "KubeletReady",
-                    "message": "no kubelet: marked Ready by the test",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ],
-        },
+        "status": ready_status(resources),
+    }
+
+
+def ready_status(resources: dict[str, str]) -> dict[str, Any]:
+    """A node's status as a kubelet would report it Ready (none runs here)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "no kubelet: marked Ready by the test",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ],
     }
 
 

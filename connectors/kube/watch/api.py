@@ -47,6 +47,9 @@ class ResourceType:
         return f"{self.group or 'core'}/{self.version} {self.plural}"
 
 
+DRA = "resource.k8s.io"
+
+
 def resource_types(settings: KubeSettings) -> dict[KubeResource, ResourceType]:
     kueue, volcano = settings.kueue_version, settings.volcano_version
     r = KubeResource
@@ -93,6 +96,19 @@ def resource_types(settings: KubeSettings) -> dict[KubeResource, ResourceType]:
             r.VOLCANO_POD_GROUPS, "scheduling.volcano.sh", volcano, "podgroups", "PodGroup", True
         ),
         ResourceType(r.VOLCANO_QUEUES, "scheduling.volcano.sh", volcano, "queues", "Queue", False),
+        # DRA's objects are read as the API server's JSON (connectors/kube/dra/decode.py)
+        ResourceType(r.RESOURCE_SLICES, DRA, "v1", "resourceslices", "ResourceSlice", False),
+        ResourceType(r.DEVICE_CLASSES, DRA, "v1", "deviceclasses", "DeviceClass", False),
+        ResourceType(r.RESOURCE_CLAIMS, DRA, "v1", "resourceclaims", "ResourceClaim", True),
+        ResourceType(
+            r.RESOURCE_CLAIM_TEMPLATES,
+            DRA,
+            "v1",
+            "resourceclaimtemplates",
+            "ResourceClaimTemplate",
+            True,
+        ),
+        ResourceType(r.DEVICE_TAINT_RULES, DRA, "v1", "devicetaintrules", "DeviceTaintRule", False),
     ]
     return {t.resource: t for t in types}
 

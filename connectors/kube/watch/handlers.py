@@ -12,6 +12,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import ValidationError
 
+from connectors.kube.dra.decode import claim_names_of
+from connectors.kube.dra.dra_view import DraView
+from connectors.kube.dra.overlay import ClaimUse
 from connectors.kube.objects import MappingError, refused_fields
 from connectors.kube.watch.failed_create import is_quota_refusal
 from connectors.kube.watch.object_refusals import ObjectRefusals
@@ -137,6 +140,9 @@ class PodState:
     ooms: frozenset[str]
     """OOM kills the pod status still shows, already emitted: a kill is emitted once, not on
     every later update or re-list of the pod."""
+    base: Pod | None = None
+    """The pod as its object says, before its DRA claims were laid over it."""
+    claims: tuple[ClaimUse, ...] = ()
 
 
 class PodHandler:
@@ -150,24 +156,40 @@ class PodHandler:
         source: str,
         clock: Clock,
         errors: ObjectRefusals,
+        dra: DraView | None = None,
     ) -> None:
         self.gangs = gangs
         self.source = source
         self.clock = clock
         self.errors = errors
+        self.dra = dra
 
     def _env(self, payload: PayloadModel, at: datetime) -> Envelope:
         return Envelope.wrap(payload, event_time=at, source=self.source)
+
+    def _with_claims(self, pod: Pod, claims: tuple[ClaimUse, ...], obj: Any) -> Pod:
+        if not claims or self.dra is None:
+            return pod
+        try:
+            return self.dra.pod(pod, claims)
+        except MappingError as exc:
+            if obj is not None:
+                self.errors.report(obj, exc)
+            return pod
 
     async def upsert(self, obj: Any, prev: PodState | None) -> tuple[PodState, list[Envelope]]:
         now = self.clock()
         out: list[Envelope] = []
         pod = prev.pod if prev is not None else None
+        base = prev.base if prev is not None else None
+        claims = prev.claims if prev is not None else ()
         try:
-            mapped = pod_from_kube(obj, gangs=self.gangs, now=now)
+            base = pod_from_kube(obj, gangs=self.gangs, now=now)
         except MappingError as exc:
             self.errors.report(obj, exc)
         else:
+            claims = claim_names_of(obj)
+            mapped = self._with_claims(base, claims, obj)
             if mapped != pod:
                 # The upsert goes first: an OOM of a pod nobody has heard of is dropped.
                 out.append(self._env(PodEvent(change="upsert", pod=mapped), now))
@@ -191,7 +213,8 @@ class PodHandler:
                 out.append(self._env(SchedulingEvent(event=event), kill.finished_at or now))
             except ValidationError as exc:  # a kill time past any clock: refuse the kill only
                 self.errors.report(obj, refused_fields(exc, where=f"OOM kill of {kill.container}"))
-        return PodState(pod=pod, ooms=frozenset(k.identity for k in kills)), out
+        ooms = frozenset(k.identity for k in kills)
+        return PodState(pod=pod, ooms=ooms, base=base, claims=claims), out
 
     async def delete(self, prev: PodState) -> list[Envelope]:
         if prev.pod is None:
@@ -213,9 +236,28 @@ class PodHandler:
                 or pod.gang.min_member == min_member
             ):
                 return state, []
-            new = pod.model_copy(update={"gang": GangRef(name=group, min_member=min_member)})
+            gang = {"gang": GangRef(name=group, min_member=min_member)}
+            new = pod.model_copy(update=gang)
+            base = state.base.model_copy(update=gang) if state.base is not None else None
             env = self._env(PodEvent(change="upsert", pod=new), self.clock())
-            return PodState(pod=new, ooms=state.ooms), [env]
+            return PodState(pod=new, ooms=state.ooms, base=base, claims=state.claims), [env]
+
+        return change
+
+    def reclaim(
+        self, wanted: Callable[[PodState], bool]
+    ) -> Callable[[PodState], tuple[PodState, list[Envelope]]]:
+        """A restate function laying the claims over the pods ``wanted`` picks again, after
+        a claim, class or slice they depend on changed."""
+
+        def change(state: PodState) -> tuple[PodState, list[Envelope]]:
+            if not state.claims or state.base is None or not wanted(state):
+                return state, []
+            new = self._with_claims(state.base, state.claims, None)
+            if new == state.pod:
+                return state, []
+            env = self._env(PodEvent(change="upsert", pod=new), self.clock())
+            return PodState(pod=new, ooms=state.ooms, base=state.base, claims=state.claims), [env]
 
         return change
 

@@ -17,6 +17,10 @@ from typing import Any
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from connectors.kube.dra.decode import claim_names_of
+from connectors.kube.dra.dra_view import DraView
+from connectors.kube.dra.kinds import DRA_KINDS
+from connectors.kube.dra.overlay import ClaimUse
 from connectors.kube.objects import MappingError, name_of
 from connectors.kube.watch.model_decode import decode_model
 from connectors.kube.watch.nodes import node_from_kube
@@ -42,6 +46,9 @@ class Snapshot:
     other_kinds: Counter[str] = field(default_factory=Counter)
     warnings: list[str] = field(default_factory=list)
     """What was read but changes the figures (a node its pods overfill), one line each."""
+    dra: DraView = field(default_factory=DraView)
+    """The DRA objects (``kubectl get ...,resourceslices,resourceclaims,deviceclasses``),
+    already laid over the nodes and pods."""
 
 
 def _items(data: bytes, source: str) -> list[Any]:
@@ -78,6 +85,7 @@ def _read_items(
     items: list[Any], *, source: str, now: datetime, pool_label: str | None
 ) -> Snapshot:
     out = Snapshot()
+    uses: dict[str, tuple[ClaimUse, ...]] = {}
     seen: dict[tuple[str, str], int] = {}
     overcommit = Overcommit()
     for i, raw in enumerate(items):
@@ -85,6 +93,12 @@ def _read_items(
         # are built, so they reuse that memory instead of growing the heap past it
         items[i] = None
         kind = raw.get("kind") if isinstance(raw, dict) else None
+        if isinstance(raw, dict) and kind in DRA_KINDS:
+            try:
+                out.dra.record(str(kind), raw)
+            except MappingError as exc:
+                raise SnapshotError(f"{source}: {kind} {name_of(raw)}: {exc}") from None
+            continue
         if not isinstance(raw, dict) or kind not in _MODELS:
             out.other_kinds[str(kind or type(raw).__name__)] += 1
             continue
@@ -109,8 +123,23 @@ def _read_items(
         except (ValueError, TypeError, AttributeError) as exc:
             raise SnapshotError(f"{where}: unreadable ({type(exc).__name__}: {exc})") from None
         out.pods.append(pod)
+        claims = claim_names_of(raw)
+        if claims:
+            uses[pod.key] = claims
         message = _scheduler_message(raw)
         if message is not None and pod.node is None:
             out.pending_messages[pod.key] = message
     out.warnings = [f"{source}: {w}" for w in overcommit.warnings()]
+    if out.dra.book.slices or uses:
+        _lay_dra(out, uses, source=source)
     return out
+
+
+def _lay_dra(out: Snapshot, uses: dict[str, tuple[ClaimUse, ...]], *, source: str) -> None:
+    """DRA's devices over the nodes, and its claims over the pods, once every object is read
+    (a claim may be listed after its pod, a slice after its node)."""
+    try:
+        out.nodes = [out.dra.node(n) for n in out.nodes]
+        out.pods = [out.dra.pod(p, uses[p.key]) if p.key in uses else p for p in out.pods]
+    except MappingError as exc:
+        raise SnapshotError(f"{source}: {exc}") from None

@@ -10,7 +10,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from connectors.kube.dra.dra_view import DraView
+from connectors.kube.objects import get_path
 from connectors.kube.watch.api import ResourceClient, resource_types
+from connectors.kube.watch.dra_handlers import DraHandler, NodeHandler
 from connectors.kube.watch.handlers import (
     Clock,
     Emit,
@@ -19,7 +22,7 @@ from connectors.kube.watch.handlers import (
     Handler,
     ModelHandler,
     PodHandler,
-    node_payload,
+    PodState,
     queue_payload,
 )
 from connectors.kube.watch.nodes import node_from_kube
@@ -46,6 +49,13 @@ _QUEUE_MAPPERS = {
     KubeResource.KUEUE_LOCAL_QUEUES: local_queue_from_dict,
     KubeResource.VOLCANO_POD_GROUPS: pod_group_from_dict,
     KubeResource.VOLCANO_QUEUES: volcano_queue_from_dict,
+}
+_DRA_KINDS = {
+    KubeResource.RESOURCE_SLICES: "ResourceSlice",
+    KubeResource.DEVICE_CLASSES: "DeviceClass",
+    KubeResource.RESOURCE_CLAIMS: "ResourceClaim",
+    KubeResource.RESOURCE_CLAIM_TEMPLATES: "ResourceClaimTemplate",
+    KubeResource.DEVICE_TAINT_RULES: "DeviceTaintRule",
 }
 
 
@@ -82,6 +92,8 @@ class KubeSource:
         )
         types = resource_types(settings)
         self._pods: PodHandler | None = None
+        self._nodes: NodeHandler | None = None
+        self.dra = DraView()
         self.reflectors: dict[KubeResource, Reflector[Any]] = {}
         for resource in dict.fromkeys(settings.resources):
             client = ResourceClient(
@@ -109,7 +121,7 @@ class KubeSource:
         source, clock = self.settings.source, self.clock
         if resource is KubeResource.PODS:
             self._pods = PodHandler(
-                gangs=self.gangs.lookup, source=source, clock=clock, errors=errors
+                gangs=self.gangs.lookup, source=source, clock=clock, errors=errors, dra=self.dra
             )
             return self._pods
         if resource is KubeResource.EVENTS:
@@ -118,11 +130,16 @@ class KubeSource:
         if resource is KubeResource.NODES:
             pool_label = self.settings.pool_label
 
-            def node(obj: Any, now: datetime) -> Node | None:
+            def node(obj: Any, now: datetime) -> Node:
                 return node_from_kube(obj, pool_label=pool_label, now=now)
 
-            return ModelHandler[Node](
-                mapper=node, payload=node_payload, source=source, clock=clock, errors=errors
+            self._nodes = NodeHandler(
+                mapper=node, view=self.dra, source=source, clock=clock, errors=errors
+            )
+            return self._nodes
+        if resource in _DRA_KINDS:
+            return DraHandler(
+                kind=_DRA_KINDS[resource], view=self.dra, errors=errors, on_change=self._dra_changed
             )
         mapper = _QUEUE_MAPPERS[resource]
 
@@ -156,6 +173,47 @@ class KubeSource:
         pods = self.reflectors.get(KubeResource.PODS)
         if pods is not None and self._pods is not None:
             await pods.restate(self._pods.regang(key[0], key[1], size))
+
+    async def _dra_changed(
+        self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        """Lay DRA's view over the nodes and pods the change can concern: a slice's node, the
+        pods bound there (their cards are numbered by it) and every pending pod with claims
+        (what a pending claim asks for is read from the devices it matches); a claim's node
+        and the pods naming it; a class or taint rule concerns every pod with claims."""
+        nodes: set[str] | None = None
+        names: set[tuple[str, str]] | None = None
+        if kind == "ResourceSlice":
+            nodes = {n for o in (old, new) if (n := get_path(o, "spec", "nodeName"))}
+        elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            nodes = set()
+            names = set()
+            for o in (old, new):
+                namespace = get_path(o, "metadata", "namespace") or "default"
+                names.add((namespace, str(get_path(o, "metadata", "name"))))
+                for term in (
+                    get_path(o, "status", "allocation", "nodeSelector", "nodeSelectorTerms") or []
+                ):
+                    for f in get_path(term, "matchFields") or []:
+                        nodes.update(str(v) for v in get_path(f, "values") or [])
+        nodes_reflector = self.reflectors.get(KubeResource.NODES)
+        if nodes_reflector is not None and self._nodes is not None and nodes != set():
+            await nodes_reflector.restate(self._nodes.relay(nodes))
+        pods = self.reflectors.get(KubeResource.PODS)
+        if pods is None or self._pods is None:
+            return
+
+        def wanted(state: PodState) -> bool:
+            base = state.base
+            if base is None:
+                return False
+            if nodes and (base.node in nodes or base.node is None):
+                return True
+            if names is None:
+                return nodes is None
+            return any((base.namespace, name) in names for _, name in state.claims)
+
+        await pods.restate(self._pods.reclaim(wanted))
 
     def listed(self) -> bool:
         """Every resource has been listed once: the view is whole (a readiness answer)."""

@@ -124,7 +124,8 @@ def inspect(
         str,
         typer.Option(
             "--kube-json",
-            help="Output of `kubectl get nodes,pods -A -o json` ('-' reads stdin).",
+            help="Output of `kubectl get nodes,pods -A -o json` ('-' reads stdin); on a DRA "
+            "cluster add resourceslices,resourceclaims,resourceclaimtemplates,deviceclasses.",
         ),
     ],
     dcgm: Annotated[
