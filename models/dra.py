@@ -104,6 +104,8 @@ class ClaimRequest(Frozen):
     all: bool = False
     """``allocationMode: All``: every matching device of one node."""
     count: Annotated[int, Field(ge=1, le=COUNT_MAX)] = 1
+    admin_access: bool = False
+    """Asks for monitoring access to devices in use: it takes nothing and waits for nothing."""
     memory_mib: MemoryMib | None = None
     """``capacity.requests.memory`` on a shared device."""
     alternatives: tuple[ClaimRequest, ...] = ()
@@ -124,6 +126,8 @@ class ClaimResult(Frozen):
     device: Name
     share_id: str | None = None
     consumed_memory_mib: MemoryMib | None = None
+    admin_access: bool = False
+    """Monitoring access: the device is not taken from anyone and counts for no one."""
 
 
 class DraClaim(Frozen):

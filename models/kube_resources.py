@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["KubeResource"]
+__all__ = ["DRA_RESOURCES", "KubeResource"]
 
 
 class KubeResource(StrEnum):
@@ -24,3 +24,14 @@ class KubeResource(StrEnum):
     RESOURCE_CLAIMS = "resourceclaims"
     RESOURCE_CLAIM_TEMPLATES = "resourceclaimtemplates"
     DEVICE_TAINT_RULES = "devicetaintrules"
+
+
+DRA_RESOURCES = (
+    KubeResource.RESOURCE_SLICES,
+    KubeResource.DEVICE_CLASSES,
+    KubeResource.RESOURCE_CLAIMS,
+    KubeResource.RESOURCE_CLAIM_TEMPLATES,
+    KubeResource.DEVICE_TAINT_RULES,
+)
+"""Dynamic Resource Allocation's objects (``resource.k8s.io/v1``): they change what nodes and
+pods are, so they are watched with both."""

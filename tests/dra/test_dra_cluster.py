@@ -30,6 +30,7 @@ from connectors.kube.client import api_client_for
 from connectors.kube.watch.snapshot import read_snapshot
 from connectors.refusals import RefusalLog
 from models import AnalysisSettings, KubeResource, KubeSettings, Node, NodeEvent, Pod, PodEvent
+from models.kube_resources import DRA_RESOURCES
 from streams.inspection import inspect_cluster
 from streams.profiles.join import task_profile
 from streams.profiles.node_profile import node_profile
@@ -46,15 +47,7 @@ NS = "dra-e2e"
 A100_NODES = ("a100-0", "a100-1", "a100-2")
 WAIT_S = 120.0
 """The scheduler binds within seconds here; a busy 2-core machine is given far longer."""
-WATCHED = (
-    KubeResource.NODES,
-    KubeResource.PODS,
-    KubeResource.RESOURCE_SLICES,
-    KubeResource.DEVICE_CLASSES,
-    KubeResource.RESOURCE_CLAIMS,
-    KubeResource.RESOURCE_CLAIM_TEMPLATES,
-    KubeResource.DEVICE_TAINT_RULES,
-)
+WATCHED = (KubeResource.NODES, KubeResource.PODS, *DRA_RESOURCES)
 LISTS = (
     ("/api/v1/nodes", "Node"),
     (f"/api/v1/namespaces/{NS}/pods", "Pod"),

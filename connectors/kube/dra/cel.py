@@ -32,9 +32,9 @@ class Subject:
     device: DraDevice
 
 
-Value = AttributeValue | None
+Value = AttributeValue
 Selector = Callable[[Subject], bool]
-_Operand = Callable[[Subject], Value]
+_Operand = Callable[[Subject], "Value | _Error"]
 
 _TOKEN = re.compile(
     r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')|(?P<num>-?\d+)'
@@ -73,63 +73,72 @@ class _Parser:
         out = self.either()
         if self.peek() is not None:
             raise CelUnsupported(f"unexpected {self.peek()!r}")
-        return out
+        return lambda s: out(s) is True  # an error at the top: the device does not match
 
-    def either(self) -> Selector:
+    def either(self) -> _Logic:
         parts = [self.both()]
         while self.peek() == "||":
             self.take()
             parts.append(self.both())
-        return parts[0] if len(parts) == 1 else (lambda s: any(p(s) for p in parts))
+        return parts[0] if len(parts) == 1 else _any_of(parts)
 
-    def both(self) -> Selector:
+    def both(self) -> _Logic:
         parts = [self.unary()]
         while self.peek() == "&&":
             self.take()
             parts.append(self.unary())
-        return parts[0] if len(parts) == 1 else (lambda s: all(p(s) for p in parts))
+        return parts[0] if len(parts) == 1 else _all_of(parts)
 
-    def unary(self) -> Selector:
+    def unary(self) -> _Logic:
         if self.peek() == "!":
             self.take()
-            inner = self.unary()
-            return lambda s: not inner(s)
+            inner = self.primary()
+            if self.peek() in ("==", "!=", "in"):
+                raise CelUnsupported("'!' binds to the left side of a comparison: parenthesize")
+            return lambda s: _not(inner(s))
+        if self.peek() == "(":
+            return self.primary()
+        return self.comparison()
+
+    def primary(self) -> _Logic:
         if self.peek() == "(":
             self.take()
             inner = self.either()
             self.take(")")
             return inner
-        return self.comparison()
+        if self.peek() == "!":
+            return self.unary()
+        operand = self.operand()
+        return lambda s: _truth(operand(s))
 
-    def comparison(self) -> Selector:
+    def comparison(self) -> _Logic:
         left = self.operand()
         op = self.peek()
         if op in ("==", "!="):
             self.take()
             right = self.operand()
-            if op == "==":
-                return lambda s: _equal(left(s), right(s))
-            return lambda s: not _equal(left(s), right(s))
+            same = op == "=="
+            return lambda s: _compare(left(s), right(s), same=same)
         if op == "in":
             self.take()
             values = self.literal_list()
-            return lambda s: any(_equal(left(s), v) for v in values)
-        return lambda s: left(s) is True
+            return lambda s: _member(left(s), values)
+        return lambda s: _truth(left(s))
 
     def literal_list(self) -> tuple[Value, ...]:
         self.take("[")
         values: list[Value] = []
         while self.peek() != "]":
             values.append(self.literal())
-            if self.peek() == ",":
-                self.take()
+            if self.peek() != "]":
+                self.take(",")
         self.take("]")
         return tuple(values)
 
     def literal(self) -> Value:
         token = self.take()
         if token[0] in "\"'":
-            return bytes(token[1:-1], "utf-8").decode("unicode_escape")
+            return _ESCAPE.sub(_unescape, token[1:-1])
         if token in ("true", "false"):
             return token == "true"
         if re.fullmatch(r"-?\d+", token):
@@ -164,11 +173,67 @@ class _Parser:
         if self.peek() == ".":
             raise CelUnsupported(f"a function on {domain}/{name} is not read")
         key = f"{domain}/{name}"
-        return lambda s: s.device.attributes.get(key)
+        return lambda s: s.device.attributes.get(key, ERROR)
 
 
-def _equal(a: Value, b: Value) -> bool:
-    return a is not None and b is not None and type(a) is type(b) and a == b
+class _Error:
+    """CEL's error value: what reading a missing attribute gives. ``&&`` and ``||`` absorb it
+    where their other side decides (``false && error`` is false), everything else passes it
+    on, and a selector that ends in one does not match."""
+
+    __slots__ = ()
+
+
+ERROR = _Error()
+_Logic = Callable[[Subject], "bool | _Error"]
+_ESCAPE = re.compile(r"\\(.)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return _ESCAPES.get(match.group(1), match.group(1))
+
+
+def _truth(value: Value | _Error) -> bool | _Error:
+    return value if isinstance(value, bool) else ERROR
+
+
+def _not(value: bool | _Error) -> bool | _Error:
+    return value if isinstance(value, _Error) else not value
+
+
+def _compare(a: Value | _Error, b: Value | _Error, *, same: bool) -> bool | _Error:
+    if isinstance(a, _Error) or isinstance(b, _Error):
+        return ERROR
+    # values of two types are unequal, as CEL's heterogeneous equality has them
+    equal = type(a) is type(b) and a == b
+    return equal if same else not equal
+
+
+def _member(value: Value | _Error, values: tuple[Value, ...]) -> bool | _Error:
+    if isinstance(value, _Error):
+        return ERROR
+    return any(type(value) is type(v) and value == v for v in values)
+
+
+def _all_of(parts: list[_Logic]) -> _Logic:
+    def evaluate(s: Subject) -> bool | _Error:
+        results = [p(s) for p in parts]
+        if False in results:
+            return False
+        return ERROR if any(isinstance(r, _Error) for r in results) else True
+
+    return evaluate
+
+
+def _any_of(parts: list[_Logic]) -> _Logic:
+    def evaluate(s: Subject) -> bool | _Error:
+        results = [p(s) for p in parts]
+        if True in results:
+            return True
+        return ERROR if any(isinstance(r, _Error) for r in results) else False
+
+    return evaluate
 
 
 @lru_cache(maxsize=1024)

@@ -116,7 +116,10 @@ def _device(raw: Any, *, driver: str, where: str) -> DraDevice:
         name=data.get("name"),
         kind=kind,
         attributes=attributes,
-        memory_mib=_mib(memory, f"{where}.capacity.memory") if memory is not None else None,
+        # a GPU's memory only: another kind of device may hold far more than any card
+        memory_mib=_mib(memory, f"{where}.capacity.memory")
+        if memory is not None and kind is not DeviceKind.OTHER
+        else None,
         shared=data.get("allowMultipleAllocations") is True,
         counter_set=counter_set,
         counters=counters,
@@ -193,6 +196,7 @@ def _request(raw: Any, where: str) -> ClaimRequest:
         or (alternatives[0].class_name if alternatives else ""),
         selectors=_selectors(body.get("selectors"), f"{where}.selectors"),
         all=body.get("allocationMode") == "All",
+        admin_access=body.get("adminAccess") is True,
         count=body.get("count", 1) or 1,
         memory_mib=_mib(memory, f"{where}.capacity.requests.memory")
         if memory is not None
@@ -238,22 +242,28 @@ def _node_of(selector: Any) -> str | None:
 def claim_from_dict(raw: dict[str, Any]) -> DraClaim:
     meta = _dict(raw.get("metadata"), "metadata")
     allocation = get_path(raw, "status", "allocation")
-    results = tuple(
-        ClaimResult(
-            request=r.get("request"),
-            driver=r.get("driver"),
-            pool=r.get("pool"),
-            device=r.get("device"),
-            share_id=r.get("shareID"),
-            consumed_memory_mib=_mib(memory, f"status.allocation.devices.results[{i}]")
-            if (memory := get_path(r, "consumedCapacity", "memory")) is not None
-            else None,
+    try:
+        results = tuple(
+            ClaimResult(
+                request=r.get("request"),
+                driver=r.get("driver"),
+                pool=r.get("pool"),
+                device=r.get("device"),
+                share_id=r.get("shareID") if isinstance(r.get("shareID"), str) else None,
+                consumed_memory_mib=_mib(memory, f"status.allocation.devices.results[{i}]")
+                if (memory := get_path(r, "consumedCapacity", "memory")) is not None
+                else None,
+                admin_access=r.get("adminAccess") is True,
+            )
+            for i, r in enumerate(
+                _list(
+                    get_path(allocation, "devices", "results"), "status.allocation.devices.results"
+                )
+            )
+            if isinstance(r, dict)
         )
-        for i, r in enumerate(
-            _list(get_path(allocation, "devices", "results"), "status.allocation.devices.results")
-        )
-        if isinstance(r, dict)
-    )
+    except ValidationError as exc:
+        raise refused_fields(exc, where="status.allocation.devices.results") from None
     return _claim(
         meta,
         raw.get("spec"),
@@ -340,6 +350,8 @@ def claim_names_of(pod: dict[str, Any] | Any) -> tuple[tuple[str, str], ...]:
             out.append(("claim", str(claim)))
         elif made.get(name):
             out.append(("claim", str(made[name])))
+        elif name in made:
+            continue  # the status says no claim was needed for it
         elif template:
             out.append(("template", str(template)))
     if extended:

@@ -58,10 +58,12 @@ class DraBook:
     rules: dict[str, DeviceTaintRuleSpec] = field(default_factory=dict)
     _pools: dict[str, list[NodeDevice]] | None = None
     """Devices by node, from complete pools; rebuilt after a slice changes."""
-    matched: dict[tuple[str, ...], tuple[list[NodeDevice], str | None]] = field(
+    _nodes: dict[DeviceKey, str] | None = None
+    matched: dict[tuple[str, ...], tuple[list[NodeDevice], bool, str | None]] = field(
         default_factory=dict
     )
-    """The devices each set of selectors matches, and the expression it could not read: a
+    """The GPUs each set of selectors matches, whether it matches other devices, and the
+    expression it could not read: a
     slice's change asks every pending claim again, and one pass over a large cluster's
     devices per claim would be paid per pod. Emptied when a slice or class changes."""
 
@@ -71,12 +73,18 @@ class DraBook:
         else:
             self.slices[name] = item
         self._pools = None
+        self._nodes = None
         self.matched.clear()
 
     def devices_by_node(self) -> dict[str, list[NodeDevice]]:
         if self._pools is None:
             self._pools = _assemble(self.slices.values())
         return self._pools
+
+    def node_of(self, key: DeviceKey) -> str | None:
+        if self._nodes is None:
+            self._nodes = {d.key: n for n, ds in self.devices_by_node().items() for d in ds}
+        return self._nodes.get(key)
 
     def node_devices(self, node: str) -> list[NodeDevice]:
         return self.devices_by_node().get(node, [])
@@ -91,6 +99,8 @@ class DraBook:
             if not claim.allocated or claim.node != node:
                 continue
             for r in claim.results:
+                if r.admin_access:
+                    continue
                 out[(r.driver, r.pool, r.device)].append(
                     Holding(claim=claim.key, memory_mib=r.consumed_memory_mib)
                 )

@@ -112,8 +112,10 @@ def _carve(partitions: list[NodeDevice], held: set[DeviceKey], card: DraCard) ->
     left: dict[str, int] | None = None
     first = partitions[0]
     counter_set = first.device.counter_set
-    if counter_set is not None and counter_set in first.counter_sets:
-        left = dict(first.counter_sets[counter_set])
+    if counter_set is not None:
+        # shapes that draw on a set the pool does not list overlap in ways nothing here can
+        # tell: none of them counts as free (counting each would add up to more than a card)
+        left = dict(first.counter_sets.get(counter_set, {}))
     for d in partitions:
         profile = card.partitions[d.key]
         if d.key in held:

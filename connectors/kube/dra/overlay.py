@@ -21,7 +21,7 @@ from connectors.kube.dra.cel import CelUnsupported, Subject, compile_selector
 from connectors.kube.dra.device_book import DraBook, NodeDevice
 from connectors.kube.dra.device_cards import DraCard, by_device, models_of
 from connectors.kube.gpu.resource_names import gpu_model_of
-from connectors.kube.objects import MappingError, refused_fields
+from connectors.kube.objects import refused_fields
 from models import MILLI_PER_GPU, Node, Pod
 from models.bounds import REPLICAS_MAX
 from models.cards import SharingMode
@@ -40,9 +40,7 @@ def node_with_dra(node: Node, cards: list[DraCard]) -> Node:
     if not cards or node.gpu_count or node.mig_devices:
         return node
     models = models_of(cards)
-    model = node.gpu_model or (models.most_common(1)[0][0] if models else None)
-    if model is None:
-        raise MappingError("the node's DRA GPUs name no productName")
+    model = node.gpu_model or (models.most_common(1)[0][0] if models else _driver_of(cards))
     whole = [c for c in cards if c.mode != "mig"]
     shared = any(c.mode == "shared" for c in whole)
     instances: Counter[str] = Counter()
@@ -71,6 +69,13 @@ def node_with_dra(node: Node, cards: list[DraCard]) -> Node:
         raise refused_fields(exc, where="DRA devices") from None
 
 
+def _driver_of(cards: list[DraCard]) -> str:
+    """The model of GPUs that name none (no ``productName``, no product label): their driver's
+    name, so they are counted, and apart from every named model."""
+    keys = [k for c in cards for k in ([c.full] if c.full else list(c.partitions))]
+    return keys[0][0]
+
+
 @dataclass(slots=True)
 class DraNeed:
     """What a pod's claims hold or ask for, in the units of a ResourceRequest."""
@@ -87,40 +92,58 @@ class DraNeed:
     """Selectors outside the CEL subset gpufrag reads."""
 
 
-def _matching(book: DraBook, request: ClaimRequest, need: DraNeed) -> list[NodeDevice]:
+def _matching(book: DraBook, request: ClaimRequest, need: DraNeed) -> tuple[list[NodeDevice], bool]:
+    """The GPUs (and MIG shapes) the request's class and selectors match, and whether they
+    match any other device (a NIC's class asks for no GPU)."""
     dclass = book.classes.get(request.class_name)
     expressions = (*(dclass.selectors if dclass else ()), *request.selectors)
     key = (request.class_name, *expressions)
     found = book.matched.get(key)
     if found is None:
         found = book.matched[key] = _match(book, expressions)
-    devices, unreadable = found
+    devices, others, unreadable = found
     if unreadable is not None:
         need.unreadable.append(f"{request.class_name}: {unreadable}")
-    return devices
+    return devices, others
 
 
-def _match(book: DraBook, expressions: tuple[str, ...]) -> tuple[list[NodeDevice], str | None]:
-    out = []
+def _match(
+    book: DraBook, expressions: tuple[str, ...]
+) -> tuple[list[NodeDevice], bool, str | None]:
+    out, others = [], False
     for d in book.all_devices():
         subject = Subject(driver=d.driver, device=d.device)
         try:
             if all(compile_selector(e)(subject) for e in expressions):
-                out.append(d)
+                if d.device.kind is DeviceKind.OTHER:
+                    others = True
+                else:
+                    out.append(d)
         except CelUnsupported as exc:
             gpus = [x for x in book.all_devices() if x.device.kind is not DeviceKind.OTHER]
-            return gpus, str(exc)
-    return out, None
+            return gpus, False, str(exc)
+    return out, others, None
+
+
+def _most_on_one_node(book: DraBook, matched: list[NodeDevice]) -> int:
+    """``allocationMode: All`` takes every matching device of one node: as cards, the full
+    GPUs it matches, or its MIG shapes where it matches no full GPU."""
+    gpus = [d for d in matched if d.device.kind is DeviceKind.GPU] or matched
+    per_node = Counter(book.node_of(d.key) for d in gpus)
+    return max(per_node.values())
 
 
 def _ask(book: DraBook, claim: DraClaim, need: DraNeed) -> None:
     for request in claim.requests:
-        chosen, matched = request, []
+        chosen, others = request, False
+        matched: list[NodeDevice] = []
         for option in request.alternatives or (request,):
-            matched = _matching(book, option, need)
+            matched, others = _matching(book, option, need)
             chosen = option
             if matched:
                 break
+        if chosen.admin_access or (not matched and others):
+            continue  # monitoring access takes nothing; another kind of device is no GPU
         if not matched:
             need.unmatched.append(f"{claim.name}/{request.name}")
             need.cards += chosen.count
@@ -139,10 +162,7 @@ def _ask(book: DraBook, claim: DraClaim, need: DraNeed) -> None:
                 and isinstance(p := d.device.attribute(d.driver, "profile"), str)
             }
         )
-        count = chosen.count
-        if chosen.all:
-            per_node = Counter(d.pool for d in matched)
-            count = max(per_node.values())
+        count = _most_on_one_node(book, matched) if chosen.all else chosen.count
         if profiles and not any(d.device.kind is DeviceKind.GPU for d in matched):
             need.mig[profiles[0]] += count
         elif chosen.memory_mib is not None:
@@ -156,7 +176,7 @@ def _held(claim: DraClaim, cards: list[DraCard], need: DraNeed) -> None:
     devices = by_device(cards)
     for r in claim.results:
         found = devices.get((r.driver, r.pool, r.device))
-        if found is None:
+        if found is None or r.admin_access:
             continue  # not a GPU of this node (another driver's device)
         card, profile = found
         if card.model is not None:
@@ -177,11 +197,18 @@ def need_of(pod: Pod, uses: tuple[ClaimUse, ...], book: DraBook, cards_of: Cards
         claim = book.templates.get(key) if kind == "template" else book.claims.get(key)
         if claim is None:
             continue  # not seen yet: the claim's own event restates the pod
-        if claim.allocated and claim.node is not None and claim.node == pod.node:
-            _held(claim, cards_of(claim.node), need)
-        else:
+        if not claim.allocated:
             _ask(book, claim, need)
+        elif claim.node is not None and claim.node == pod.node and _charged_to(claim, pod):
+            _held(claim, cards_of(claim.node), need)
+        # else allocated, and the pod waits only to be bound there: it asks for no new device
     return need
+
+
+def _charged_to(claim: DraClaim, pod: Pod) -> bool:
+    """A claim several pods share holds its devices once: they are charged to the first pod
+    it is reserved for."""
+    return not claim.reserved_for or claim.reserved_for[0] == pod.name
 
 
 def pod_with_dra(pod: Pod, uses: tuple[ClaimUse, ...], book: DraBook, cards_of: CardsOf) -> Pod:
@@ -196,7 +223,7 @@ def pod_with_dra(pod: Pod, uses: tuple[ClaimUse, ...], book: DraBook, cards_of: 
     cards = need.cards + (0 if extended else base.gpu_count)
     if cards == 0 and not need.mig:
         return pod
-    mig = Counter(base.mig)
+    mig = Counter() if extended else Counter(base.mig)
     mig.update(need.mig)
     requests = {
         **base.model_dump(),

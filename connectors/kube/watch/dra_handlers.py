@@ -8,6 +8,7 @@ the devices over the node again without asking the API server for it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,8 @@ from connectors.kube.objects import MappingError, get_path
 from connectors.kube.watch.handlers import Clock
 from connectors.kube.watch.object_refusals import ObjectRefusals
 from models import Envelope, Node, NodeEvent
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DraChange", "DraHandler", "NodeHandler", "ShownNode"]
 
@@ -120,6 +123,9 @@ class NodeHandler:
                 shown = self.view.node(state.base)
             except MappingError:
                 shown = state.base
+            except Exception:  # one node's overlay must not stop the rest of the restate
+                log.exception("DRA devices of %s could not be laid over it", state.base.name)
+                return state, []
             if shown == state.shown:
                 return state, []
             return ShownNode(state.base, shown), [self._env("upsert", shown)]

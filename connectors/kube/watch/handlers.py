@@ -5,6 +5,7 @@ only thing that grows, and only with the cluster."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,8 @@ from models import (
     QueueObject,
     SchedulingEvent,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Clock",
@@ -253,7 +256,11 @@ class PodHandler:
         def change(state: PodState) -> tuple[PodState, list[Envelope]]:
             if not state.claims or state.base is None or not wanted(state):
                 return state, []
-            new = self._with_claims(state.base, state.claims, None)
+            try:
+                new = self._with_claims(state.base, state.claims, None)
+            except Exception:  # one pod's overlay must not stop the rest of the restate
+                log.exception("DRA claims of %s could not be laid over it", state.base.key)
+                return state, []
             if new == state.pod:
                 return state, []
             env = self._env(PodEvent(change="upsert", pod=new), self.clock())

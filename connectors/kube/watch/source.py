@@ -177,14 +177,18 @@ class KubeSource:
     async def _dra_changed(
         self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None
     ) -> None:
-        """Lay DRA's view over the nodes and pods the change can concern: a slice's node, the
-        pods bound there (their cards are numbered by it) and every pending pod with claims
-        (what a pending claim asks for is read from the devices it matches); a claim's node
-        and the pods naming it; a class or taint rule concerns every pod with claims."""
+        """Lay DRA's view over the nodes and pods the change can concern. A slice: its node
+        (every node when it names none: a pool's counters can complete any node's pool) and
+        every pod with claims (their cards are numbered by the node's devices, and a pending
+        claim is read against every device). A claim: its node, the pods bound there (a
+        claim that carves a GPU into MIG shapes renumbers the node's cards) and the pods
+        naming it. A class or taint rule: every node and every pod with claims."""
         nodes: set[str] | None = None
         names: set[tuple[str, str]] | None = None
         if kind == "ResourceSlice":
-            nodes = {n for o in (old, new) if (n := get_path(o, "spec", "nodeName"))}
+            nodes = {n for o in (old, new) if o and (n := get_path(o, "spec", "nodeName"))}
+            if not nodes:
+                nodes = None  # a pool's node-less slice (its counters) can complete any node
         elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
             nodes = set()
             names = set()
@@ -207,10 +211,12 @@ class KubeSource:
             base = state.base
             if base is None:
                 return False
-            if nodes and (base.node in nodes or base.node is None):
-                return True
+            if kind == "ResourceSlice":
+                return True  # a pending request is read against every node's devices
             if names is None:
                 return nodes is None
+            if nodes and base.node in nodes:
+                return True
             return any((base.namespace, name) in names for _, name in state.claims)
 
         await pods.restate(self._pods.reclaim(wanted))

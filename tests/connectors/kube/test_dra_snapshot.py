@@ -139,7 +139,7 @@ def _device(**attributes: str | int | bool) -> DraDevice:
     return DraDevice(name="gpu-0", kind=DeviceKind.GPU, attributes=qualified)
 
 
-A100 = _device(type="gpu", productName="NVIDIA A100-SXM4-80GB", index=0, mig=False)
+A100 = _device(type="gpu", productName="NVIDIA A100-SXM4-80GB", index=0, mig=False, vendor="café")
 MIG = _device(type="mig", profile="3g.40gb", productName="NVIDIA H100 80GB HBM3")
 
 
@@ -161,6 +161,23 @@ MIG = _device(type="mig", profile="3g.40gb", productName="NVIDIA H100 80GB HBM3"
         ('device.attributes["gpu.nvidia.com"].mig', False, False),  # a bool attribute, false
         ('device.attributes["gpu.nvidia.com"].missing == "x"', False, False),
         ('device.attributes["gpu.nvidia.com"].index == "0"', False, False),  # no coercion
+        # reading a missing attribute is CEL's error, not "unequal": a full GPU has no profile
+        ('device.attributes["gpu.nvidia.com"].profile != "1g.10gb"', False, True),
+        ('!(device.attributes["gpu.nvidia.com"].profile == "1g.10gb")', False, True),
+        # ... and || and && absorb it where their other side decides
+        (
+            'device.attributes["gpu.nvidia.com"].type == "gpu" || '
+            'device.attributes["gpu.nvidia.com"].profile == "3g.40gb"',
+            True,
+            True,
+        ),
+        (
+            'device.attributes["gpu.nvidia.com"].type == "mig" && '
+            'device.attributes["gpu.nvidia.com"].profile == "3g.40gb"',
+            False,
+            True,
+        ),
+        ('device.attributes["gpu.nvidia.com"].vendor == "café"', True, False),
     ],
 )
 def test_selectors_in_the_subset_read_as_the_scheduler_reads_them(
@@ -177,8 +194,86 @@ def test_selectors_in_the_subset_read_as_the_scheduler_reads_them(
         'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0',
         'device.attributes["gpu.nvidia.com"].driverVersion.isGreaterThan(semver("550.0.0"))',
         'device.attributes["gpu.nvidia.com"].type == "gpu" &&',
+        'device.attributes["gpu.nvidia.com"].profile in ["1g.10gb" "3g.40gb"]',
+        '!device.attributes["gpu.nvidia.com"].mig == true',
     ],
 )
 def test_selectors_outside_the_subset_are_refused_not_guessed(expression: str) -> None:
     with pytest.raises(CelUnsupported):
         compile_selector(expression)
+
+
+def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(i for i in items if i["metadata"]["name"] == name)
+
+
+def _pods(snap: Snapshot) -> dict[str, Any]:
+    return {p.name: p for p in snap.pods}
+
+
+def test_a_claim_two_pods_share_holds_its_cards_once() -> None:
+    items = _items()
+    twin = copy.deepcopy(_named(items, "pod-two-gpus"))
+    twin["metadata"].update(name="pod-two-twin", uid="twin-uid")
+    claim = _named(items, "two-gpus")
+    claim["status"]["reservedFor"].append({"name": "pod-two-twin", "resource": "pods", "uid": "t"})
+    snap = _read([*items, twin])
+    assert _pods(snap)["pod-two-twin"].requests.gpu_count == 0
+    assert check_profiles(snap.dra.book, _profiles(snap)) == 14  # node a: 4 cards used, not 6
+
+
+def test_monitoring_access_takes_no_card() -> None:
+    items = _items()
+    _named(items, "two-gpus")["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    snap = _read(items)
+    assert _pods(snap)["pod-two-gpus"].gpu_indices == (1,)
+    assert [g.milli_free for g in _profiles(snap)["gpu-node-a"].gpus][:2] == [MILLI_PER_GPU, 0]
+
+
+def test_a_claim_for_another_kind_of_device_asks_for_no_gpu() -> None:
+    items = _items()
+    nic = copy.deepcopy(_named(items, "gpu-node-a-gpu.nvidia.com"))
+    nic["metadata"]["name"] = "gpu-node-a-nic"
+    nic["spec"].update(driver="nic.example.com", pool={**nic["spec"]["pool"], "name": "nic-a"})
+    nic["spec"]["devices"] = [{"name": "nic-0", "attributes": {"speed": {"int": 400}}}]
+    nic_class = copy.deepcopy(_named(items, "gpu.nvidia.com"))
+    nic_class["metadata"]["name"] = "nic.example.com"
+    nic_class["spec"]["selectors"] = [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]
+    claim = copy.deepcopy(_named(items, "two-gpus"))
+    claim["metadata"]["name"] = "nic"
+    claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nic.example.com"
+    del claim["status"]
+    pod = copy.deepcopy(_named(items, "pod-two-gpus"))
+    pod["metadata"].update(name="pod-nic", uid="nic-uid")
+    pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": "nic"}]
+    del pod["spec"]["nodeName"]
+    snap = _read([*items, nic, nic_class, claim, pod])
+    asked = _pods(snap)["pod-nic"].requests
+    assert (asked.gpu_count, asked.mig, asked.gpu_dra) == (0, {}, False)
+
+
+def test_a_template_claim_the_status_says_is_not_needed_asks_for_nothing() -> None:
+    items = _items()
+    pod = copy.deepcopy(_named(items, "pod-from-template"))
+    pod["metadata"].update(name="pod-skipped", uid="skipped-uid")
+    pod["status"]["resourceClaimStatuses"] = [{"name": pod["spec"]["resourceClaims"][0]["name"]}]
+    snap = _read([*items, pod])
+    assert _pods(snap)["pod-skipped"].requests.gpu_count == 0
+
+
+def test_shapes_on_a_counter_set_the_pool_does_not_list_are_never_free() -> None:
+    items = _items()
+    results = _named(items, "mig-3g")["status"]["allocation"]["devices"]["results"]
+    del results[1]  # one 3g.40gb shape held: with the counters, the other half is free
+    assert _nodes(_read(copy.deepcopy(items)))["gpu-node-c"].mig_devices["3g.40gb"] == 2
+    counters = _named(items, "gpu-node-c-gpu.nvidia.com-counters")
+    counters["spec"]["sharedCounters"][0]["name"] = "another-set"
+    assert _nodes(_read(items))["gpu-node-c"].mig_devices == {"3g.40gb": 1}
+
+
+def test_an_allocation_result_out_of_bounds_is_refused_by_name() -> None:
+    items = _items()
+    result = _named(items, "shared-20g")["status"]["allocation"]["devices"]["results"][0]
+    result["consumedCapacity"]["memory"] = "2Ti"
+    with pytest.raises(SnapshotError, match=r"ResourceClaim .*status.allocation"):
+        _read(items)
