@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from models.dra import AttributeValue, DraDevice
 
-__all__ = ["CelUnsupported", "Selector", "compile_selector", "matches"]
+__all__ = ["CelUnsupported", "Selector", "compile_selector"]
 
 
 class CelUnsupported(ValueError):
@@ -239,11 +239,6 @@ def _any_of(parts: list[_Logic]) -> _Logic:
 @lru_cache(maxsize=1024)
 def compile_selector(expression: str) -> Selector:
     """A predicate over (driver, device); CelUnsupported for expressions outside the subset.
-    A missing attribute compares unequal, as the scheduler treats a device whose selector
-    fails on a missing key: it does not match."""
+    A missing attribute is CEL's error (``&&`` and ``||`` absorb it where their other side
+    decides); a selector that ends in one does not match, as the scheduler has it."""
     return _Parser(expression).parse()
-
-
-def matches(expressions: tuple[str, ...], *, driver: str, device: DraDevice) -> bool:
-    subject = Subject(driver=driver, device=device)
-    return all(compile_selector(e)(subject) for e in expressions)

@@ -29,6 +29,7 @@ from models.dra import (
 )
 
 __all__ = [
+    "allocation_node",
     "claim_from_dict",
     "claim_names_of",
     "device_class_from_dict",
@@ -223,9 +224,11 @@ def _claim_spec(
     return requests, constraints
 
 
-def _node_of(selector: Any) -> str | None:
-    """The node an allocation is bound to: the scheduler writes ``matchFields metadata.name
-    In [node]``; any other selector (a network-attached device) names no one node."""
+def allocation_node(claim: Any) -> str | None:
+    """The node a claim's allocation is bound to: the scheduler writes ``matchFields
+    metadata.name In [node]``; any other selector (a network-attached device) names no one
+    node, and an unallocated claim none."""
+    selector = get_path(claim, "status", "allocation", "nodeSelector")
     for term in _list(get_path(selector, "nodeSelectorTerms"), "nodeSelector"):
         for field in _list(get_path(term, "matchFields"), "matchFields"):
             values = get_path(field, "values")
@@ -270,7 +273,7 @@ def claim_from_dict(raw: dict[str, Any]) -> DraClaim:
         "spec",
         allocated=isinstance(allocation, dict),
         results=results,
-        node=_node_of(get_path(allocation, "nodeSelector")),
+        node=allocation_node(raw),
         reserved_for=tuple(
             str(get_path(r, "name"))
             for r in _list(get_path(raw, "status", "reservedFor"), "status.reservedFor")

@@ -106,10 +106,6 @@ class DraBook:
                 )
         return out
 
-    def claim_nodes(self, key: str) -> set[str]:
-        claim = self.claims.get(key)
-        return {claim.node} if claim is not None and claim.node else set()
-
 
 def _assemble(slices: object) -> dict[str, list[NodeDevice]]:
     pools: dict[tuple[str, str], list[DraSlice]] = defaultdict(list)

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from connectors.kube.dra.decode import allocation_node
 from connectors.kube.dra.dra_view import DraView
 from connectors.kube.objects import get_path
 from connectors.kube.watch.api import ResourceClient, resource_types
@@ -190,16 +191,15 @@ class KubeSource:
             if not nodes:
                 nodes = None  # a pool's node-less slice (its counters) can complete any node
         elif kind in ("ResourceClaim", "ResourceClaimTemplate"):
-            nodes = set()
-            names = set()
-            for o in (old, new):
-                namespace = get_path(o, "metadata", "namespace") or "default"
-                names.add((namespace, str(get_path(o, "metadata", "name"))))
-                for term in (
-                    get_path(o, "status", "allocation", "nodeSelector", "nodeSelectorTerms") or []
-                ):
-                    for f in get_path(term, "matchFields") or []:
-                        nodes.update(str(v) for v in get_path(f, "values") or [])
+            nodes = {n for o in (old, new) if o and (n := allocation_node(o))}
+            names = {
+                (
+                    get_path(o, "metadata", "namespace") or "default",
+                    str(get_path(o, "metadata", "name")),
+                )
+                for o in (old, new)
+                if o
+            }
         nodes_reflector = self.reflectors.get(KubeResource.NODES)
         if nodes_reflector is not None and self._nodes is not None and nodes != set():
             await nodes_reflector.restate(self._nodes.relay(nodes))
